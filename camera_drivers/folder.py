@@ -1,0 +1,193 @@
+"""The ``folder`` camera: replay collected footage from disk.
+
+Layouts (``layout=auto`` guesses, see :func:`inspector.annotations.detect_layout`):
+
+* ``flat``: images in one folder, unlabelled;
+* ``classes``: ``<path>/<class>/**/image``, the sub-folder names the class;
+* ``masks``: image + mask pairs, ``x.jpg`` with ``x.png`` beside it
+  (magnetic-tile style) or ``masks/x.png``;
+* ``manifest``: a CSV with columns ``image,mask,label,split`` (``split`` filters);
+* ``voc`` / ``coco``: Pascal VOC XML or COCO JSON boxes; the image's label is
+  the class with most box area, ``ok`` without boxes.
+
+An unreadable, truncated or zero-byte image is skipped with a warning and
+counted in :attr:`stats`; a mask whose size differs from its image is a
+:class:`CameraError` naming the file (the footage is wrong, not the frame).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from inspector import CameraDriver, CameraError, FootageError, Frame, Truth, hookimpl
+from inspector.annotations import LAYOUTS, OK_CLASS, Record, discover
+from inspector.imageio import read_image, read_mask
+
+#: Label of an unlabelled image whose mask shows a defect.
+DEFECT_CLASS = "defect"
+
+
+class FolderCamera(CameraDriver):
+    """Replay images (and their truth) from a folder.
+
+    :param path: the footage folder.
+    :param manifest: a CSV manifest (``image,mask,label,split``), relative to ``path``
+        or absolute.
+    :param split: keep only this split of the manifest (``train``, ``val``, ``test``).
+    :param annotations: VOC XML (file or folder) or COCO JSON, relative to ``path`` or
+        absolute; the format is detected.
+    :param layout: auto, flat, classes, masks, manifest, voc or coco.
+    :param loop: start again at the end instead of stopping.
+    :param shuffle: visit the images in a random order (a new order each pass).
+    :param seed: seed of the shuffle.
+    :param grayscale: decode to one channel (else BGR).
+    :param label_map: rename labels, ``old:new,...`` (e.g. ``free:ok``).
+    :param label: the label of every image that has none from the layout (e.g. ``crack``
+        for ``MT_Crack/Imgs`` as image + mask pairs). Without it, an unlabelled image
+        with a mask is ``defect`` when the mask has any pixel set, else ``ok``.
+    """
+
+    has_truth = True
+
+    def __init__(
+        self,
+        path: str,
+        manifest: str | None = None,
+        split: str | None = None,
+        annotations: str | None = None,
+        layout: str = "auto",
+        loop: bool = False,
+        shuffle: bool = False,
+        seed: int = 0,
+        grayscale: bool = True,
+        label_map: dict[str, str] | None = None,
+        label: str | None = None,
+    ) -> None:
+        super().__init__()
+        if layout not in LAYOUTS:
+            raise CameraError(
+                f"folder: unknown layout {layout!r}; expected one of: {', '.join(LAYOUTS)}"
+            )
+        self.root = Path(path).expanduser()
+        if not self.root.exists():
+            raise CameraError(f"folder: footage folder {self.root} does not exist")
+        if not self.root.is_dir():
+            raise CameraError(f"folder: {self.root} is not a folder")
+        try:
+            self.layout, self.records = discover(
+                self.root,
+                layout=layout,
+                manifest=manifest,
+                annotations=annotations,
+                split=split,
+                label_map=label_map,
+            )
+        except FootageError as exc:
+            raise CameraError(f"folder: {exc}") from None
+        if label is not None:
+            self.records = [
+                r if r.label is not None else replace(r, label=label) for r in self.records
+            ]
+        if not self.records:
+            raise CameraError(f"folder: no images found in {self.root} (layout={self.layout})")
+        self.split = split
+        self.loop = bool(loop)
+        self.shuffle = bool(shuffle)
+        self.seed = int(seed)
+        self.grayscale = bool(grayscale)
+        # Unlabelled footage (a flat folder) is replayed, but has no truth to train on.
+        self.has_truth = any(r.label is not None or r.mask is not None for r in self.records)
+        self.classes = tuple(sorted({r.label for r in self.records if r.label is not None}))
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def describe(self) -> str:
+        """One line for start-up banners."""
+        split = f", split {self.split}" if self.split else ""
+        return f"folder {self.root} ({self.layout}{split}, {len(self.records)} images)"
+
+    def _part_id(self, rec: Record) -> str:
+        try:
+            rel = rec.image.relative_to(self.root)
+        except ValueError:
+            rel = Path(rec.image.name)
+        return rel.with_suffix("").as_posix()
+
+    def load(self, i: int) -> Frame | None:
+        """Frame ``i`` of the listing, or None when its image is unreadable (counted as skipped).
+
+        :param i: index into :attr:`records`.
+        :raises IndexError: out of range.
+        :raises CameraError: the image's mask has another size than the image.
+        """
+        rec = self.records[i]
+        img, why = read_image(rec.image, grayscale=self.grayscale)
+        if img is None:
+            self.stats.skip(str(rec.image), why or "unreadable")
+            return None
+        mask = None
+        if rec.mask is not None:
+            mask, why = read_mask(rec.mask)
+            if mask is None:
+                self.stats.skip(str(rec.image), f"its mask {rec.mask}: {why}")
+                return None
+            if mask.shape[:2] != img.shape[:2]:
+                raise CameraError(
+                    f"folder: mask {rec.mask} is {mask.shape[1]}x{mask.shape[0]} but its image "
+                    f"{rec.image} is {img.shape[1]}x{img.shape[0]}"
+                )
+        truth = None
+        label = rec.label
+        if label is None and mask is not None:
+            label = DEFECT_CLASS if mask.any() else OK_CLASS
+        if label is not None:
+            h, w = img.shape[:2]
+            boxes = tuple(b for b in rec.boxes if b.x0 < w and b.y0 < h)
+            truth = Truth(label=label, mask=mask, boxes=boxes)
+        self.stats.frames_read += 1
+        return Frame(
+            image=img,
+            part_id=self._part_id(rec),
+            timestamp=time.time(),
+            source=f"folder:{rec.image}",
+            truth=truth,
+            meta={"index": i, "split": rec.split, "path": str(rec.image)},
+        )
+
+    def order(self, epoch: int) -> list[int]:
+        """The visiting order of pass ``epoch`` (shuffled per pass when ``shuffle``).
+
+        :param epoch: 0 for the first pass.
+        """
+        idx = list(range(len(self.records)))
+        if self.shuffle:
+            perm = np.random.default_rng([self.seed, epoch]).permutation(len(idx))
+            idx = [int(k) for k in perm]
+        return idx
+
+    def frames(self) -> Iterator[Frame]:
+        """The readable frames in order; again from the start when ``loop``."""
+        epoch = 0
+        while True:
+            yielded = False
+            for i in self.order(epoch):
+                frame = self.load(i)
+                if frame is not None:
+                    yielded = True
+                    yield frame
+            epoch += 1
+            # A looping folder whose every image is unreadable would spin forever.
+            if not self.loop or not yielded:
+                return
+
+
+@hookimpl
+def register_camera_drivers(register: Callable[..., None]) -> None:
+    """Register the ``folder`` driver."""
+    register("folder", FolderCamera)

@@ -1,0 +1,56 @@
+"""``inspector export``: a trained run -> ONNX (fp32, optional int8)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export a trained run to ONNX",
+        description="Export a trained policy to one ONNX graph; checks parity with torch.",
+    )
+    p.add_argument("model", help="run directory or model.zip")
+    p.add_argument("--out", required=True, help="the .onnx file to write")
+    p.add_argument("--int8", action="store_true", help="also quantise to int8 (written to --out)")
+    p.add_argument("--observations", type=int, default=1000, help="observations for parity")
+    p.add_argument("--camera", help="camera for the parity observations (default: the run's)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    p.set_defaults(func=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from inspector.camera import parse_params
+    from inspector.errors import InspectorError
+    from inspector.export.onnx import export_report
+
+    out = Path(args.out)
+    if out.suffix != ".onnx":
+        raise InspectorError(f"--out must end in .onnx, got {out}")
+    run = Path(args.model)
+    run_dir = run if run.is_dir() else run.parent
+    camera, params = args.camera, parse_params(args.param)
+    if camera is None:
+        cam_file = run_dir / "camera.json"
+        if cam_file.is_file():
+            c = json.loads(cam_file.read_text())
+            camera, params = c["camera"], {**c["params"], **params}
+        else:
+            camera = "synthetic"
+    rep = export_report(run, out, args.int8, camera, params, n_obs=args.observations)
+    p = rep["parity_fp32"]
+    print(
+        f"wrote {rep['onnx']}: parity vs torch on {p['observations']} observations: "
+        f"max |diff| logits {p['max_abs_diff_action_logits']:.2e}, "
+        f"action agreement {p['action_agreement']:.4f}"
+    )
+    if args.int8:
+        q = rep["int8_vs_fp32"]
+        print(
+            f"wrote {rep['onnx_int8']}: int8 action agreement with fp32 "
+            f"{q['action_agreement']:.4f}, verdict agreement {q['verdict_agreement']:.4f}"
+        )
+    return 0

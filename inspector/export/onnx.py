@@ -1,0 +1,174 @@
+"""Export a trained policy to one ONNX graph (+ optional int8), with parity checks."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inspector.errors import ExportError, MissingDependencyError
+from inspector.runtime.policy import INPUT_NAMES, OUTPUT_NAMES
+
+log = logging.getLogger(__name__)
+OPSET = 17
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError:
+        raise MissingDependencyError("onnx", "ONNX export", "pip install onnx") from None
+    return onnx
+
+
+def export_onnx(model_path: str | Path, out: str | Path) -> Path:
+    """Export the policy of a trained run as ``out`` (fp32), with metadata and a checker pass.
+
+    :param model_path: a run directory or its ``model.zip``.
+    :param out: the ``.onnx`` file to write.
+    """
+    import torch
+
+    from inspector.runtime.torch_backend import PolicyGraph, load_trained, meta_for_model
+    from inspector.scan import observation_shapes
+
+    onnx = _onnx()
+    model, profile, sha = load_trained(model_path)
+    meta = meta_for_model(model, profile, sha)
+    graph = PolicyGraph(model.policy, len(meta.actions))
+    shapes = observation_shapes(profile.scan)
+    dummy = tuple(torch.zeros((2, *shapes[k]), dtype=torch.float32) for k in INPUT_NAMES)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp.onnx")
+    try:
+        torch.onnx.export(
+            graph,
+            dummy,
+            str(tmp),
+            input_names=list(INPUT_NAMES),
+            output_names=list(OUTPUT_NAMES),
+            dynamic_axes={n: {0: "batch"} for n in (*INPUT_NAMES, *OUTPUT_NAMES)},
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    except Exception as exc:
+        raise ExportError(f"ONNX export failed: {exc}") from exc
+    m = onnx.load(str(tmp))
+    for k, v in meta.to_props().items():
+        p = m.metadata_props.add()
+        p.key, p.value = k, v
+    m.producer_name = "inspector"
+    m.producer_version = meta.exporter_version
+    try:
+        onnx.checker.check_model(m)
+    except onnx.checker.ValidationError as exc:
+        raise ExportError(f"exported graph fails onnx.checker: {exc}") from exc
+    onnx.save(m, str(tmp))
+    tmp.replace(out)
+    return out
+
+
+def quantize_int8(fp32: str | Path, out: str | Path) -> Path:
+    """Dynamic int8 quantisation with ONNX Runtime (weights int8, activations on the fly)."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError:
+        raise MissingDependencyError("onnxruntime", "int8 quantisation") from None
+    out = Path(out)
+    quantize_dynamic(
+        str(fp32),
+        str(out),
+        weight_type=QuantType.QInt8,
+        op_types_to_quantize=["MatMul", "Gemm"],
+    )
+    onnx = _onnx()
+    # quantize_dynamic keeps metadata_props on current versions; make sure of it.
+    src, dst = onnx.load(str(fp32)), onnx.load(str(out))
+    have = {p.key for p in dst.metadata_props}
+    for p in src.metadata_props:
+        if p.key not in have:
+            q = dst.metadata_props.add()
+            q.key, q.value = p.key, p.value
+    onnx.save(dst, str(out))
+    return out
+
+
+def record_observations(
+    policy: Any, camera: str, params: dict, n: int, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Observations from real episodes (the policy's own scan paths), batched, ``n`` in all."""
+    from inspector.camera import open_camera
+    from inspector.env import FrameSource
+    from inspector.profile import ScanSettings
+    from inspector.scan import STOP, Scanner
+
+    meta = policy.meta
+    scanner = Scanner(ScanSettings(**dict(meta.scan)), meta.step_budget or 12)
+    driver = open_camera(camera, params)
+    source = FrameSource(driver)
+    rng = np.random.default_rng(seed)
+    rows: dict[str, list[np.ndarray]] = {k: [] for k in INPUT_NAMES}
+    try:
+        while len(rows["state"]) < n:
+            obs = scanner.reset(source.next(rng).image)
+            for _ in range(meta.step_budget or 12):
+                for k in INPUT_NAMES:
+                    rows[k].append(obs[k].astype(np.float32))
+                a, _ = policy.act(obs)
+                # Explore a little, so the recorded states are not only the greedy path.
+                if rng.random() < 0.3:
+                    a = int(rng.integers(len(meta.actions) - 1))
+                if a == STOP or len(rows["state"]) >= n:
+                    break
+                obs, _, _ = scanner.step(a)
+    finally:
+        driver.close()
+    return {k: np.stack(v[:n]) for k, v in rows.items()}
+
+
+def compare(a: Any, b: Any, obs: dict[str, np.ndarray], batch: int = 256) -> dict[str, float]:
+    """Max abs differences of outputs and greedy-action agreement between two policies."""
+    diffs = {"action_logits": 0.0, "class_probs": 0.0, "value": 0.0}
+    agree = verdict_agree = 0
+    n = len(obs["state"])
+    for s in range(0, n, batch):
+        part = {k: v[s : s + batch] for k, v in obs.items()}
+        oa, ob = a.forward(part), b.forward(part)
+        for name, x, y in zip(diffs, oa, ob):
+            diffs[name] = max(diffs[name], float(np.max(np.abs(x - y))))
+        agree += int(np.sum(np.argmax(oa[0], 1) == np.argmax(ob[0], 1)))
+        verdict_agree += int(np.sum(np.argmax(oa[1], 1) == np.argmax(ob[1], 1)))
+    return {
+        **{f"max_abs_diff_{k}": v for k, v in diffs.items()},
+        "action_agreement": agree / n,
+        "verdict_agreement": verdict_agree / n,
+        "observations": n,
+    }
+
+
+def export_report(
+    model_path: str | Path, out: Path, int8: bool, camera: str, params: dict, n_obs: int = 1000
+) -> dict[str, Any]:
+    """``inspector export``: fp32 ONNX (+ int8), parity against torch, int8 agreement."""
+    from inspector.runtime.onnx_backend import OrtPolicy
+    from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
+
+    fp32_path = export_onnx(model_path, out if not int8 else out.with_suffix(".fp32.onnx"))
+    model, profile, sha = load_trained(model_path)
+    torch_policy = TorchPolicy(model, meta_for_model(model, profile, sha))
+    ort_fp32 = OrtPolicy(fp32_path)
+    obs = record_observations(torch_policy, camera, params, n_obs)
+    report: dict[str, Any] = {
+        "onnx": str(fp32_path),
+        "parity_fp32": compare(torch_policy, ort_fp32, obs),
+    }
+    if int8:
+        q = quantize_int8(fp32_path, out)
+        report["onnx_int8"] = str(q)
+        report["int8_vs_fp32"] = compare(ort_fp32, OrtPolicy(q), obs)
+    out.with_suffix(".export.json").write_text(json.dumps(report, indent=2))
+    return report

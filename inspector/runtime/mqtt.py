@@ -1,0 +1,786 @@
+"""MQTT reporting: results from the outbox to the broker, status, and part triggers.
+
+Topics under ``prefix`` (default ``inspector/v1/<station>``):
+
+* ``<prefix>/result``  QoS 1, one :mod:`inspector.runtime.result` document per part;
+* ``<prefix>/status``  QoS 1, retained; the last will sets it to ``offline``;
+* ``<prefix>/trigger`` subscribed when triggers are on; payload ``{part_id?, correlation_id?}``.
+
+Delivery is at least once and in order:
+
+* a result is deleted from the :class:`~inspector.runtime.outbox.Outbox` only when its
+  PUBACK arrives (``on_publish`` with the message id -> result id map);
+* one pump thread publishes results in ascending ``seq``, at most ``window`` unacknowledged
+  at a time (paho's ``max_inflight_messages`` is set above the window, so paho never holds
+  a message back and releases it later); paho writes them in call order to one TCP stream,
+  and an MQTT broker forwards the messages of one client on one topic in the order received
+  (MQTT 3.1.1 section 4.6, 5.0 section 4.6);
+* every new connection is a clean session and starts again from the oldest unacknowledged
+  row. paho's own in-memory copies are dropped on connect (``drop_out_messages``), so the
+  outbox is the only source of retransmission. A receiver therefore sees results in seq
+  order if it keeps only the first copy of each id; the copies it drops are re-sends of
+  results whose PUBACK was lost.
+
+Errors never reach the station: a refused connection (bad credentials, ACL), a TLS failure
+or a lost broker is logged at ERROR on every attempt, kept in :attr:`Publisher.last_error`,
+and retried with exponential back-off (paho's ``reconnect_delay_set`` and ``loop_start``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import ssl
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inspector.errors import MissingDependencyError, StationError
+from inspector.runtime.outbox import Outbox, OutboxItem
+from inspector.runtime.result import Result, iso_utc
+
+log = logging.getLogger(__name__)
+
+#: Schema id of the status document.
+STATUS_SCHEMA = "inspector.status/1"
+_PROTOCOLS = {"3.1.1": "MQTTv311", "311": "MQTTv311", "v311": "MQTTv311", "5": "MQTTv5",
+              "5.0": "MQTTv5", "v5": "MQTTv5"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """TLS to the broker.
+
+    :param ca: CA certificate file that signed the broker's certificate (None: system CAs).
+    :param cert: client certificate file, for brokers that require one.
+    :param key: the client certificate's private key file.
+    :param insecure: skip the host name check (the chain is still verified). Never on a line.
+    """
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    insecure: bool = False
+
+
+@dataclass(frozen=True)
+class MqttConfig:
+    """How the station talks to its broker.
+
+    :param station: station id; names the default prefix and client id.
+    :param host: broker host name or address.
+    :param port: broker port (None: 8883 with TLS, else 1883).
+    :param tls: TLS settings, or None for plain TCP.
+    :param username: user name, or None for anonymous.
+    :param password: password given in the config (prefer ``password_env``).
+    :param password_env: name of an environment variable holding the password.
+    :param client_id: MQTT client id (default ``inspector-<station>``).
+    :param prefix: topic prefix (default ``inspector/v1/<station>``).
+    :param keepalive: keep-alive interval in seconds.
+    :param protocol: ``3.1.1`` or ``5``. MQTT 5 also reports a result the broker refused
+        (ACL) in its PUBACK; 3.1.1 cannot, so a denied result is lost silently there.
+    :param triggers: subscribe to ``<prefix>/trigger``.
+    :param window: results published but not yet acknowledged, at most.
+    :param reconnect_min_delay: first back-off delay in seconds.
+    :param reconnect_max_delay: back-off ceiling in seconds.
+    :param trigger_queue: triggers waiting for the station, at most (more are dropped, loudly).
+    """
+
+    station: str
+    host: str = "127.0.0.1"
+    port: int | None = None
+    tls: TlsConfig | None = None
+    username: str | None = None
+    password: str | None = None
+    password_env: str | None = None
+    client_id: str | None = None
+    prefix: str | None = None
+    keepalive: int = 30
+    protocol: str = "3.1.1"
+    triggers: bool = False
+    window: int = 32
+    reconnect_min_delay: float = 1.0
+    reconnect_max_delay: float = 30.0
+    trigger_queue: int = 1000
+
+    @property
+    def topic_prefix(self) -> str:
+        """The prefix in use."""
+        return (self.prefix or f"inspector/v1/{self.station}").rstrip("/")
+
+    @property
+    def broker_port(self) -> int:
+        """The port in use."""
+        if self.port is not None:
+            return int(self.port)
+        return 8883 if self.tls is not None else 1883
+
+    def resolved_password(self) -> str | None:
+        """The password: from ``password_env`` when set, else ``password``.
+
+        :raises StationError: ``password_env`` names a variable that is not set.
+        """
+        if self.password_env:
+            value = os.environ.get(self.password_env)
+            if value is None:
+                raise StationError(
+                    f"mqtt.password_env: environment variable {self.password_env} is not set"
+                )
+            return value
+        return self.password
+
+    def check(self) -> None:
+        """Validate values that would otherwise fail deep inside paho.
+
+        :raises StationError: one line naming the bad setting.
+        """
+        if not self.station or any(c in self.station for c in "+#/"):
+            raise StationError(f"mqtt: station id {self.station!r} must be non-empty without + # /")
+        if any(c in self.topic_prefix for c in "+#") or not self.topic_prefix:
+            raise StationError(f"mqtt.prefix {self.topic_prefix!r} must not contain + or #")
+        if str(self.protocol) not in _PROTOCOLS:
+            raise StationError(f"mqtt.protocol must be 3.1.1 or 5, got {self.protocol!r}")
+        if not 0 < self.broker_port < 65536:
+            raise StationError(f"mqtt.port {self.broker_port} is not a TCP port")
+        if self.keepalive < 1:
+            raise StationError(f"mqtt.keepalive must be at least 1 s, got {self.keepalive}")
+        if self.window < 1:
+            raise StationError(f"mqtt.window must be at least 1, got {self.window}")
+        if self.password is not None and self.password_env:
+            raise StationError("mqtt: give password or password_env, not both")
+        if self.tls is not None:
+            for name in ("ca", "cert", "key"):
+                p = getattr(self.tls, name)
+                if p is not None and not Path(p).is_file():
+                    raise StationError(f"mqtt.tls.{name}: file not found: {p}")
+            if (self.tls.cert is None) != (self.tls.key is None):
+                raise StationError("mqtt.tls: cert and key go together")
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A request to inspect a part, from ``<prefix>/trigger``.
+
+    :param part_id: the part id to report, when the sender knows it.
+    :param correlation_id: an id the result echoes, for the sender to match replies.
+    :param received_at: arrival time, seconds since the epoch.
+    """
+
+    part_id: str | None = None
+    correlation_id: str | None = None
+    received_at: float = field(default_factory=time.time)
+
+
+def parse_trigger(payload: bytes) -> Trigger:
+    """Parse a trigger payload: empty, or a JSON object with optional string fields.
+
+    :raises ValueError: not JSON, not an object, or a field of the wrong type.
+    """
+    if not payload.strip():
+        return Trigger()
+    doc = json.loads(payload)
+    if not isinstance(doc, dict):
+        raise ValueError("a trigger must be a JSON object")
+    out: dict[str, str | None] = {}
+    for key in ("part_id", "correlation_id"):
+        v = doc.get(key)
+        if v is not None and not isinstance(v, (str, int)):
+            raise ValueError(f"trigger {key} must be a string, got {type(v).__name__}")
+        out[key] = None if v is None else str(v)
+    return Trigger(**out)
+
+
+@dataclass(frozen=True)
+class LinkStatus:
+    """What the status line and the metrics show about reporting.
+
+    :param connected: the broker accepted the connection and it is up.
+    :param outbox_depth: results committed and not yet acknowledged.
+    :param outbox_full: depth has reached the outbox limit (station stops taking parts).
+    :param last_error: the latest connection or delivery error, None after a good connect.
+    :param published: result publishes handed to the broker (re-sends included).
+    :param acknowledged: results the broker acknowledged.
+    :param republished: publishes of a result that had been sent before.
+    :param connects: successful connections so far.
+    :param errors: connection and delivery errors so far.
+    :param triggers: triggers received.
+    :param bad_triggers: trigger payloads that were not understood (logged, dropped).
+    """
+
+    connected: bool
+    outbox_depth: int
+    outbox_full: bool
+    last_error: str | None
+    published: int
+    acknowledged: int
+    republished: int
+    connects: int
+    errors: int
+    triggers: int
+    bad_triggers: int
+
+
+def _paho() -> Any:
+    try:
+        import paho.mqtt.client as mqtt
+    except ImportError:
+        raise MissingDependencyError(
+            "paho-mqtt", "MQTT reporting", "pip install 'paho-mqtt>=2,<3'"
+        ) from None
+    if not hasattr(mqtt, "CallbackAPIVersion"):
+        raise MissingDependencyError("paho-mqtt>=2", "MQTT reporting", "pip install -U paho-mqtt")
+    return mqtt
+
+
+class Publisher:
+    """Publishes an outbox to a broker; owns the MQTT client and a pump thread.
+
+    Nothing here raises into the station after :meth:`start`: errors are logged,
+    counted and kept in :attr:`last_error`.
+
+    :param config: broker and topic settings.
+    :param outbox: where results wait for their PUBACK.
+    :raises StationError: a bad setting (checked before any connection is tried).
+    :raises MissingDependencyError: paho-mqtt 2.x is not installed.
+    """
+
+    def __init__(self, config: MqttConfig, outbox: Outbox) -> None:
+        config.check()
+        self.config = config
+        self.outbox = outbox
+        self.prefix = config.topic_prefix
+        self.result_topic = f"{self.prefix}/result"
+        self.status_topic = f"{self.prefix}/status"
+        self.trigger_topic = f"{self.prefix}/trigger"
+        #: Triggers for the station, in arrival order (see :meth:`next_trigger`).
+        self.triggers: queue.Queue[Trigger] = queue.Queue(maxsize=max(1, config.trigger_queue))
+        self.last_error: str | None = None
+        #: Set while the broker has granted the trigger subscription (cleared on disconnect).
+        self.trigger_subscribed = threading.Event()
+        self._trigger_mid: int | None = None
+
+        # _lock guards the state below; _cond wakes the pump and flush(). _publish_lock is
+        # held around each client.publish() of a result and by on_connect, so a publish
+        # can never straddle a reconnect (see _fill). Lock order: _publish_lock, _lock.
+        # on_publish runs with paho's message mutex held, so it takes only _lock, and
+        # nobody holds _lock while calling into paho.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._publish_lock = threading.Lock()
+        self._connected = False
+        self._session = 0
+        self._cursor = 0
+        self._inflight: dict[int, OutboxItem] = {}
+        self._early: dict[int, Any] = {}
+        self._status_mids: set[int] = set()
+        self._ignore: set[int] = set()
+        self._acks: list[str] = []
+        self._dirty = True
+        self._retry_at = 0.0
+        self._stopping = False
+        self._closing = False
+        self._max_sent = 0
+        self._was_full = False
+        self._counts: dict[str, Any] = {}
+        self._n = dict.fromkeys(
+            ("published", "acknowledged", "republished", "connects", "errors", "triggers",
+             "bad_triggers"), 0,
+        )  # fmt: skip
+        self._pump_thread: threading.Thread | None = None
+        self._client = self._make_client()
+
+    # -- set-up ----------------------------------------------------------------------
+    def _make_client(self) -> Any:
+        mqtt = _paho()
+        cfg = self.config
+        owner = self
+
+        class _Client(mqtt.Client):
+            # paho's loop catches OSError from (re)connecting and only says "failed";
+            # this override keeps the reason (refused, TLS, DNS) for last_error.
+            def reconnect(self) -> Any:
+                try:
+                    return super().reconnect()
+                except OSError as exc:
+                    owner._connect_failed(exc)
+                    raise
+
+        v5 = _PROTOCOLS[str(cfg.protocol)] == "MQTTv5"
+        kwargs: dict[str, Any] = {
+            "callback_api_version": mqtt.CallbackAPIVersion.VERSION2,
+            "client_id": cfg.client_id or f"inspector-{cfg.station}",
+            "protocol": mqtt.MQTTv5 if v5 else mqtt.MQTTv311,
+        }
+        if not v5:
+            # A clean session: the outbox, not the broker, remembers what is unacknowledged.
+            kwargs["clean_session"] = True
+        client = _Client(**kwargs)
+        self._v5 = v5
+        client.max_inflight_messages_set(cfg.window + 8)
+        client.max_queued_messages_set(0)
+        client.reconnect_delay_set(cfg.reconnect_min_delay, cfg.reconnect_max_delay)
+        if cfg.username is not None:
+            client.username_pw_set(cfg.username, cfg.resolved_password())
+        if cfg.tls is not None:
+            try:
+                client.tls_set(
+                    ca_certs=cfg.tls.ca,
+                    certfile=cfg.tls.cert,
+                    keyfile=cfg.tls.key,
+                    cert_reqs=ssl.CERT_REQUIRED,
+                    tls_version=ssl.PROTOCOL_TLS_CLIENT,
+                )
+            except (OSError, ValueError) as exc:
+                raise StationError(f"mqtt.tls: cannot load the certificates: {exc}") from None
+            client.tls_insecure_set(bool(cfg.tls.insecure))
+        client.will_set(
+            self.status_topic, self._status_payload("offline", "connection lost"), 1, True
+        )
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_publish = self._on_publish
+        client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
+        return client
+
+    def start(self) -> Publisher:
+        """Start connecting (in the background) and publishing. Returns self."""
+        if self._pump_thread is not None:
+            return self
+        cfg = self.config
+        log.info(
+            "mqtt: broker %s:%d%s, prefix %s, protocol %s",
+            cfg.host, cfg.broker_port, " (TLS)" if cfg.tls else "", self.prefix, cfg.protocol,
+        )  # fmt: skip
+        connect_kwargs: dict[str, Any] = {"keepalive": int(cfg.keepalive)}
+        if self._v5:
+            connect_kwargs["clean_start"] = True
+        self._client.connect_async(cfg.host, cfg.broker_port, **connect_kwargs)
+        self._client.loop_start()
+        self._pump_thread = threading.Thread(
+            target=self._pump, name=f"inspector-mqtt-{cfg.station}", daemon=True
+        )
+        self._pump_thread.start()
+        return self
+
+    # -- what the station calls ------------------------------------------------------
+    @property
+    def connected(self) -> bool:
+        """The broker accepted us and the connection is up."""
+        with self._lock:
+            return self._connected
+
+    def notify(self) -> None:
+        """Tell the pump that the outbox has new results (cheap; call after put)."""
+        with self._cond:
+            self._dirty = True
+            self._cond.notify_all()
+
+    def next_trigger(self, timeout: float | None = None) -> Trigger | None:
+        """The oldest waiting trigger, or None after ``timeout`` seconds.
+
+        :param timeout: seconds to wait (None: forever, 0: do not wait).
+        """
+        try:
+            return (
+                self.triggers.get(timeout=timeout) if timeout != 0 else self.triggers.get_nowait()
+            )
+        except queue.Empty:
+            return None
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until the outbox is empty (everything acknowledged) or ``timeout`` passes.
+
+        :returns: True when the outbox is empty.
+        """
+        deadline = time.monotonic() + max(0.0, timeout)
+        self.notify()
+        with self._cond:
+            while True:
+                if self.outbox.depth() == 0 and not self._acks:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.2))
+
+    def update_status(self, counts: Mapping[str, Any] | None = None) -> None:
+        """Publish the retained status now, with the station's counters.
+
+        :param counts: e.g. ``{"parts": 120, "ok": 110, "defect": 9, "errors": 1}``;
+            kept and repeated in later status messages.
+        """
+        if counts is not None:
+            with self._lock:
+                self._counts = dict(counts)
+        self._publish_status()
+
+    def status(self) -> LinkStatus:
+        """A snapshot for the status line and the metrics."""
+        depth = self.outbox.depth()
+        with self._lock:
+            return LinkStatus(
+                connected=self._connected,
+                outbox_depth=depth,
+                outbox_full=depth >= self.outbox.limit,
+                last_error=self.last_error,
+                **self._n,
+            )
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Publish status ``offline`` (retained), disconnect cleanly, stop the threads.
+
+        Unacknowledged results stay in the outbox for the next start. Call
+        :meth:`flush` first to wait for them. Idempotent; never raises.
+
+        :param timeout: seconds to wait for the offline status to be acknowledged.
+        """
+        if self._closing:
+            return
+        self._closing = True
+        try:
+            if self.connected:
+                info = self._publish_status("offline", "closed")
+                if info is not None:
+                    info.wait_for_publish(timeout)
+        except Exception as exc:  # the broker may vanish at any moment
+            log.warning("mqtt: offline status not delivered: %s", exc)
+        try:
+            self._client.disconnect()
+            self._client.loop_stop()
+        except Exception as exc:
+            log.warning("mqtt: disconnect: %s", exc)
+        with self._cond:
+            self._connected = False
+            self._stopping = True
+            self._cond.notify_all()
+        if self._pump_thread is not None:
+            # The pump applies the acknowledgements that arrived before the disconnect.
+            self._pump_thread.join(timeout)
+
+    def __enter__(self) -> Publisher:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- errors ----------------------------------------------------------------------
+    def _error(self, message: str) -> None:
+        with self._lock:
+            self.last_error = message
+            self._n["errors"] += 1
+        log.error("mqtt: %s", message)
+
+    def _where(self) -> str:
+        return f"{self.config.host}:{self.config.broker_port}"
+
+    def _connect_failed(self, exc: OSError) -> None:
+        if isinstance(exc, ssl.SSLError):
+            self._error(f"TLS with broker {self._where()} failed: {exc}; retrying")
+        elif isinstance(exc, ConnectionRefusedError):
+            self._error(f"cannot connect to broker {self._where()}: connection refused; retrying")
+        else:
+            self._error(f"cannot connect to broker {self._where()}: {exc}; retrying")
+
+    # -- paho callbacks (paho's network thread) --------------------------------------
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        if reason.is_failure:
+            self._error(
+                f"broker {self._where()} refused the connection: {reason} "
+                f"(check username, password and the broker's ACL); retrying"
+            )
+            return
+        with self._publish_lock:
+            # paho would re-send its in-memory copies after this callback; the outbox
+            # re-sends instead, from the oldest unacknowledged row, so order holds.
+            client.drop_out_messages()
+            with self._cond:
+                self._connected = True
+                self._session += 1
+                self._cursor = 0
+                self._inflight.clear()
+                self._early.clear()
+                self._status_mids.clear()
+                self._ignore.clear()
+                self._retry_at = 0.0
+                self._dirty = True
+                self.last_error = None
+                self._n["connects"] += 1
+                self._cond.notify_all()
+        log.info("mqtt: connected to %s (%s)", self._where(), self.prefix)
+        if self.config.triggers:
+            _, self._trigger_mid = client.subscribe(self.trigger_topic, qos=1)
+        self._publish_status()
+
+    def _on_subscribe(self, client: Any, userdata: Any, mid: int, reasons: Any, props: Any) -> None:
+        if mid != self._trigger_mid:
+            return
+        if any(r.is_failure for r in reasons):
+            self._error(f"broker refused the subscription to {self.trigger_topic}: {reasons[0]}")
+            return
+        self.trigger_subscribed.set()
+        log.info("mqtt: listening for triggers on %s", self.trigger_topic)
+
+    def _on_disconnect(
+        self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any
+    ) -> None:
+        with self._cond:
+            was = self._connected
+            self._connected = False
+            self._session += 1
+            self._inflight.clear()
+            self._early.clear()
+            self._status_mids.clear()
+            self._ignore.clear()
+            self._cond.notify_all()
+        if was and not self._closing:
+            self._error(f"lost the broker {self._where()}: {reason}; reconnecting")
+
+    def _on_publish(self, client: Any, userdata: Any, mid: int, reason: Any, props: Any) -> None:
+        refused = None
+        with self._cond:
+            if mid in self._status_mids:
+                self._status_mids.discard(mid)
+                return
+            if mid in self._ignore:
+                self._ignore.discard(mid)  # sent before a refusal; it is sent again
+                return
+            item = self._inflight.pop(mid, None)
+            if item is None:
+                # The PUBACK beat the pump's bookkeeping after publish() returned.
+                self._early[mid] = reason
+                return
+            if reason is not None and reason.is_failure:
+                refused = (item, reason)
+                self._refuse_locked()
+            else:
+                self._acks.append(item.id)
+                self._n["acknowledged"] += 1
+                self._dirty = True
+            self._cond.notify_all()
+        if refused is not None:
+            self._error(
+                f"broker refused result seq {refused[0].seq} on {self.result_topic}: "
+                f"{refused[1]} (check the ACL); keeping it, retrying"
+            )
+
+    def _refuse_locked(self) -> None:
+        # MQTT 5 negative PUBACK (ACL): keep the row, stop, and start over from the oldest
+        # unacknowledged row after a back-off, so nothing is skipped and order holds.
+        # PUBACKs still due for the abandoned messages are ignored, not taken as acks.
+        self._ignore.update(self._inflight)
+        self._inflight.clear()
+        self._early.clear()
+        self._cursor = 0
+        self._session += 1
+        self._retry_at = time.monotonic() + max(0.1, self.config.reconnect_min_delay)
+
+    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        if msg.topic != self.trigger_topic:
+            return
+        try:
+            trig = parse_trigger(msg.payload)
+        except ValueError as exc:
+            with self._lock:
+                self._n["bad_triggers"] += 1
+            log.warning("mqtt: ignored a trigger on %s: %s", msg.topic, exc)
+            return
+        try:
+            self.triggers.put_nowait(trig)
+        except queue.Full:
+            with self._lock:
+                self._n["bad_triggers"] += 1
+            log.error("mqtt: trigger queue full (%d); dropped a trigger", self.triggers.maxsize)
+            return
+        with self._lock:
+            self._n["triggers"] += 1
+
+    # -- status ----------------------------------------------------------------------
+    def _status_payload(self, state: str, reason: str | None = None) -> str:
+        doc: dict[str, Any] = {
+            "schema": STATUS_SCHEMA,
+            "station": self.config.station,
+            "state": state,
+            "at": iso_utc(time.time()),
+        }
+        if reason:
+            doc["reason"] = reason
+        if state != "offline" or reason == "closed":
+            depth = self.outbox.depth()
+            doc["outbox_depth"] = depth
+            doc["outbox_limit"] = self.outbox.limit
+            doc["counts"] = dict(self._counts)
+        return json.dumps(doc, separators=(",", ":"))
+
+    def _publish_status(self, state: str | None = None, reason: str | None = None) -> Any:
+        if state is None:
+            state = "outbox_full" if self.outbox.full else "online"
+        try:
+            info = self._client.publish(
+                self.status_topic, self._status_payload(state, reason), qos=1, retain=True
+            )
+        except Exception as exc:
+            log.warning("mqtt: status not published: %s", exc)
+            return None
+        with self._lock:
+            if info.mid in self._early:
+                self._early.pop(info.mid)
+            else:
+                self._status_mids.add(info.mid)
+        return info
+
+    # -- the pump (its own thread) ---------------------------------------------------
+    def _pump(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._stopping or self._acks or self._can_fill_locked()):
+                    self._cond.wait(0.25)
+                    # Poll now and then: something else may have put into the outbox.
+                    self._dirty = True
+                acks, self._acks = self._acks, []
+                stopping = self._stopping
+            if acks:
+                self.outbox.ack_many(acks)
+                with self._cond:
+                    self._cond.notify_all()  # flush() waits on the depth
+            if stopping:
+                return
+            self._check_full()
+            try:
+                self._fill()
+            except Exception as exc:  # never let the pump die: the station relies on it
+                self._error(f"publishing results failed: {exc}")
+                with self._cond:
+                    self._cond.wait(0.5)
+
+    def _can_fill_locked(self) -> bool:
+        return (
+            self._connected
+            and self._dirty
+            and len(self._inflight) < self.config.window
+            and time.monotonic() >= self._retry_at
+        )
+
+    def _fill(self) -> None:
+        with self._lock:
+            if not self._can_fill_locked():
+                return
+            self._dirty = False
+            session = self._session
+            space = self.config.window - len(self._inflight)
+            cursor = self._cursor
+        rows = self.outbox.pending(space, after_seq=cursor)
+        for row in rows:
+            with self._publish_lock:
+                with self._lock:
+                    if self._session != session or not self._connected:
+                        return
+                info = self._client.publish(self.result_topic, row.payload, qos=1)
+                if info.rc != 0:  # MQTT_ERR_SUCCESS
+                    # Not connected after all; on_connect starts over from the outbox.
+                    return
+                with self._cond:
+                    self._n["published"] += 1
+                    if row.seq <= self._max_sent:
+                        self._n["republished"] += 1
+                    self._max_sent = max(self._max_sent, row.seq)
+                    if self._session != session:
+                        return
+                    self._cursor = row.seq
+                    if info.mid in self._early:
+                        reason = self._early.pop(info.mid)
+                        if reason is not None and reason.is_failure:
+                            self._refuse_locked()
+                            return
+                        self._acks.append(row.id)
+                        self._n["acknowledged"] += 1
+                        self._cond.notify_all()
+                    else:
+                        self._inflight[info.mid] = row
+        if len(rows) == space:
+            with self._lock:
+                self._dirty = True
+
+    def _check_full(self) -> None:
+        full = self.outbox.full
+        if full == self._was_full:
+            return
+        self._was_full = full
+        if full:
+            log.error(
+                "outbox full: %d results unacknowledged (limit %d); the station stops taking "
+                "parts until the broker takes results", self.outbox.depth(), self.outbox.limit,
+            )  # fmt: skip
+        else:
+            log.warning("outbox below its limit again (%d); taking parts", self.outbox.depth())
+        if self.connected:
+            self._publish_status()
+
+
+class Reporter:
+    """What the station calls once per part: commit, then publish.
+
+    :param outbox: the durable outbox.
+    :param publisher: a started :class:`Publisher` on the same outbox, or None when
+        another process drains the outbox.
+    """
+
+    def __init__(self, outbox: Outbox, publisher: Publisher | None = None) -> None:
+        self.outbox = outbox
+        self.publisher = publisher
+        self._warned_full = False
+        self._closed = False
+
+    def report(self, result: Result) -> int:
+        """Commit ``result`` (durable on return, ``result.seq`` set) and wake the publisher.
+
+        :returns: the result's seq.
+        :raises StationError: the outbox cannot commit (disk full, I/O error).
+        """
+        seq = self.outbox.put(result)
+        if self.publisher is not None:
+            self.publisher.notify()
+        full = self.outbox.full
+        if full and not self._warned_full:
+            log.error(
+                "outbox full (%d >= %d): stop taking parts until results are acknowledged",
+                self.outbox.depth(), self.outbox.limit,
+            )  # fmt: skip
+        self._warned_full = full
+        return seq
+
+    @property
+    def accepting(self) -> bool:
+        """False while the outbox is full: the station must not take a new part."""
+        return not self.outbox.full
+
+    def status(self) -> LinkStatus:
+        """Depth, connection and last error for the status line and metrics."""
+        if self.publisher is not None:
+            return self.publisher.status()
+        depth = self.outbox.depth()
+        return LinkStatus(
+            connected=False, outbox_depth=depth, outbox_full=depth >= self.outbox.limit,
+            last_error=None, published=0, acknowledged=0, republished=0, connects=0,
+            errors=0, triggers=0, bad_triggers=0,
+        )  # fmt: skip
+
+    def close(self, flush_timeout: float = 5.0) -> bool:
+        """Flush (up to ``flush_timeout``), publish offline, disconnect, close the outbox.
+
+        :returns: True when everything was acknowledged before closing.
+        """
+        if self._closed:
+            return True
+        self._closed = True
+        ok = self.outbox.depth() == 0
+        if self.publisher is not None:
+            ok = self.publisher.flush(flush_timeout)
+            self.publisher.close()
+        self.outbox.close()
+        return ok

@@ -1,0 +1,124 @@
+"""The torch backend (development only: stations run exported graphs)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from inspector.errors import ModelError
+from inspector.runtime.policy import ModelMeta, Policy
+
+
+class PolicyGraph(nn.Module):
+    """The policy as one torch module: observations in; logits, probabilities, value out.
+
+    This is what the ONNX exporter traces. The move logits are the first action
+    component; the class probabilities are the softmax of the verdict component.
+
+    :param sb3_policy: an SB3 MultiInputActorCriticPolicy over the inspector observation.
+    :param n_moves: size of the first action component.
+    """
+
+    def __init__(self, sb3_policy: Any, n_moves: int) -> None:
+        super().__init__()
+        self.policy = sb3_policy
+        self.n_moves = n_moves
+        self.eval()
+
+    def forward(
+        self, glimpse: torch.Tensor, overview: torch.Tensor, state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        obs = {"glimpse": glimpse, "overview": overview, "state": state}
+        policy = self.policy
+        features = policy.extract_features(obs)
+        if policy.share_features_extractor:
+            latent_pi, latent_vf = policy.mlp_extractor(features)
+        else:
+            pi_f, vf_f = features
+            latent_pi = policy.mlp_extractor.forward_actor(pi_f)
+            latent_vf = policy.mlp_extractor.forward_critic(vf_f)
+        logits = policy.action_net(latent_pi)
+        move = logits[:, : self.n_moves]
+        probs = torch.softmax(logits[:, self.n_moves :], dim=1)
+        return move, probs, policy.value_net(latent_vf)
+
+
+def meta_for_model(model: Any, profile: Any, model_sha256: str = "") -> ModelMeta:
+    """ModelMeta of a trained model and its profile."""
+    from inspector import __version__
+    from inspector.scan import ACTIONS, state_size
+
+    s = profile.scan
+    return ModelMeta(
+        classes=tuple(profile.classes),
+        actions=ACTIONS,
+        scan={
+            "glimpse": s.glimpse,
+            "overview": s.overview,
+            "zoom_levels": s.zoom_levels,
+            "memory": s.memory,
+            "move_fraction": s.move_fraction,
+        },
+        state_size=state_size(s),
+        outcome_matrix=profile.outcome_matrix(),
+        profile_name=profile.name,
+        profile_sha256=profile.sha256,
+        model_sha256=model_sha256,
+        step_budget=profile.step_budget,
+        exporter_version=__version__,
+    )
+
+
+class TorchPolicy(Policy):
+    """Runs an SB3 model in torch eager mode.
+
+    :param model: a loaded HybridPPO/PPO model.
+    :param meta: its metadata.
+    """
+
+    backend = "torch"
+
+    def __init__(self, model: Any, meta: ModelMeta) -> None:
+        super().__init__(meta)
+        self.model = model
+        self.graph = PolicyGraph(model.policy, len(meta.actions))
+
+    def forward(self, obs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with torch.no_grad():
+            t = [
+                torch.as_tensor(np.asarray(obs[k], dtype=np.float32))
+                for k in ("glimpse", "overview", "state")
+            ]
+            a, p, v = self.graph(*t)
+        return a.numpy(), p.numpy(), v.numpy()
+
+
+def load_trained(path: str | Path) -> tuple[Any, Any, str]:
+    """Load a training run's model: (model, profile, sha256 of the model file).
+
+    ``path`` is the model ``.zip`` or the run directory holding ``model.zip`` and
+    ``profile.yaml``.
+    """
+    from inspector.footage_hash import sha256_file
+    from inspector.profile import load_profile
+    from inspector.train.hybrid import HybridPPO
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "model.zip"
+    if not p.is_file():
+        raise ModelError(f"model not found: {p}")
+    prof_path = p.parent / "profile.yaml"
+    if not prof_path.is_file():
+        raise ModelError(f"{p}: no profile.yaml beside the model (train writes one)")
+    profile = load_profile(str(prof_path))
+    try:
+        model = HybridPPO.load(str(p), device="cpu")
+    except Exception as exc:  # a corrupt zip must be a clear error, not a traceback
+        raise ModelError(f"cannot load model {p}: {exc}") from exc
+    return model, profile, sha256_file(p)

@@ -1,0 +1,237 @@
+"""Scan geometry: (frame, viewport) -> observation. Shared by training and the station.
+
+The agent sees three things:
+
+* ``glimpse`` (M, G, G) uint8: the current glimpse first, then the M-1 previous ones
+  (zeros before the first moves), so a verdict can weigh the evidence of several
+  glimpses without a recurrent policy;
+* ``overview`` (1, O, O) uint8: the whole frame shrunk with INTER_AREA (anti-aliased,
+  so a point a few pixels wide vanishes: the agent has to focus to see it);
+* ``state`` float32: viewport position and size, zoom level, steps used, a coarse map
+  of what has been seen at native resolution, and where each remembered glimpse was.
+
+Zoom level 0 shows the whole frame; the deepest level ``L-1`` crops exactly G x G
+frame pixels (native resolution, no resampling). Crop sizes in between are
+geometric. This module has no gymnasium dependency: the station calls it directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from inspector.profile import ScanSettings
+
+#: Action names in index order. ``stop`` ends the part; its verdict comes separately.
+ACTIONS: tuple[str, ...] = ("up", "down", "left", "right", "zoom_in", "zoom_out", "stop")
+STOP = ACTIONS.index("stop")
+_MOVES = {0: (0, -1), 1: (0, 1), 2: (-1, 0), 3: (1, 0)}
+#: Side of the coarse "seen at native resolution" grid in the state vector.
+SEEN_GRID = 4
+
+
+def state_size(settings: ScanSettings) -> int:
+    """Length of the state vector for ``settings``."""
+    return 6 + settings.zoom_levels + SEEN_GRID * SEEN_GRID + 5 * settings.memory
+
+
+def observation_shapes(settings: ScanSettings) -> dict[str, tuple[int, ...]]:
+    """Shapes of the observation arrays."""
+    g, o = settings.glimpse, settings.overview
+    return {
+        "glimpse": (settings.memory, g, g),
+        "overview": (1, o, o),
+        "state": (state_size(settings),),
+    }
+
+
+def to_gray(image: np.ndarray) -> np.ndarray:
+    """A 2-D uint8 view or copy of ``image`` (BGR converted)."""
+    if image.ndim == 2:
+        return image
+    if image.ndim == 3 and image.shape[2] == 1:
+        return image[:, :, 0]
+    return cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+
+
+@dataclass(frozen=True)
+class PathPoint:
+    """One step of the glimpse path: centre (normalised 0..1) and zoom level."""
+
+    x: float
+    y: float
+    zoom: int
+
+
+class Scanner:
+    """The viewport over one frame and the observation it produces.
+
+    :param settings: scan settings from the profile.
+    :param budget: the step budget (for the ``steps used`` state entry).
+    """
+
+    def __init__(self, settings: ScanSettings, budget: int) -> None:
+        self.settings = settings
+        self.budget = max(1, int(budget))
+        self.levels = int(settings.zoom_levels)
+        g = settings.glimpse
+        self._glimpses = np.zeros((settings.memory, g, g), dtype=np.uint8)
+        self._overview = np.zeros((1, settings.overview, settings.overview), dtype=np.uint8)
+        self._state = np.zeros(state_size(settings), dtype=np.float32)
+        self._mem_geom = np.full((settings.memory, 5), -1.0, dtype=np.float32)
+        self._seen = np.zeros((SEEN_GRID, SEEN_GRID), dtype=np.float32)
+        self._visited: set[tuple[int, int, int]] = set()
+        self.image: np.ndarray | None = None
+        self.path: list[PathPoint] = []
+        self.steps = 0
+        self.level = 0
+        self.cx = 0.5
+        self.cy = 0.5
+        self.rect = (0, 0, 1, 1)
+        self.native_pixels = 0
+
+    # -- geometry ---------------------------------------------------------------
+    def crop_size(self, level: int) -> tuple[int, int]:
+        """(width, height) of the crop at ``level`` for the current frame."""
+        h, w = self.image.shape[:2]
+        g = self.settings.glimpse
+        if self.levels <= 1:
+            return w, h
+        t = level / (self.levels - 1)
+        cw = w * (min(g, w) / w) ** t
+        ch = h * (min(g, h) / h) ** t
+        return max(1, min(w, round(cw))), max(1, min(h, round(ch)))
+
+    def _place(self) -> None:
+        h, w = self.image.shape[:2]
+        cw, ch = self.crop_size(self.level)
+        x0 = round(self.cx * w - cw / 2)
+        y0 = round(self.cy * h - ch / 2)
+        x0 = min(max(0, x0), w - cw)
+        y0 = min(max(0, y0), h - ch)
+        self.rect = (x0, y0, x0 + cw, y0 + ch)
+        # Re-centre on the clamped rectangle so a move against an edge changes nothing.
+        self.cx = (x0 + cw / 2) / w
+        self.cy = (y0 + ch / 2) / h
+
+    @property
+    def native(self) -> bool:
+        """The current glimpse shows native pixels."""
+        return self.level == self.levels - 1
+
+    # -- episode ----------------------------------------------------------------
+    def reset(self, image: np.ndarray) -> dict[str, np.ndarray]:
+        """Start a new part on ``image`` (gray or BGR); return the first observation."""
+        img = to_gray(image)
+        if img.dtype != np.uint8:
+            raise ValueError(f"frames must be uint8, got {img.dtype}")
+        self.image = np.ascontiguousarray(img)
+        o = self.settings.overview
+        self._overview[0] = cv2.resize(self.image, (o, o), interpolation=cv2.INTER_AREA)
+        self._glimpses[:] = 0
+        self._mem_geom[:] = -1.0
+        self._seen[:] = 0.0
+        self._visited.clear()
+        self.path = []
+        self.steps = 0
+        self.level = 0
+        self.cx = self.cy = 0.5
+        self.native_pixels = 0
+        self._place()
+        self._look()
+        return self.observation()
+
+    def step(self, action: int) -> tuple[dict[str, np.ndarray], bool, bool]:
+        """Apply a move or zoom action (``stop`` changes nothing).
+
+        :returns: (observation, moved, revisit): ``moved`` is False when the action hit an
+            edge or a zoom limit; ``revisit`` is True when the new viewport was seen before.
+        """
+        before = (self.rect, self.level)
+        a = int(action)
+        if a in _MOVES:
+            dx, dy = _MOVES[a]
+            h, w = self.image.shape[:2]
+            x0, y0, x1, y1 = self.rect
+            f = self.settings.move_fraction
+            self.cx += dx * f * (x1 - x0) / w
+            self.cy += dy * f * (y1 - y0) / h
+        elif a == 4:
+            self.level = min(self.levels - 1, self.level + 1)
+        elif a == 5:
+            self.level = max(0, self.level - 1)
+        self.steps += 1
+        if a != STOP:
+            self._place()
+        moved = (self.rect, self.level) != before
+        revisit = False
+        if a != STOP:
+            revisit = self._key() in self._visited
+            if moved:
+                self._look()
+        return self.observation(), moved, revisit
+
+    def _key(self) -> tuple[int, int, int]:
+        return (self.level, self.rect[0], self.rect[1])
+
+    def _look(self) -> None:
+        """Take the glimpse at the current viewport and push it into memory."""
+        x0, y0, x1, y1 = self.rect
+        g = self.settings.glimpse
+        crop = self.image[y0:y1, x0:x1]
+        if self._glimpses.shape[0] > 1:
+            self._glimpses[1:] = self._glimpses[:-1].copy()
+            self._mem_geom[1:] = self._mem_geom[:-1].copy()
+        if crop.shape[0] == g and crop.shape[1] == g:
+            self._glimpses[0] = crop
+        else:
+            interp = cv2.INTER_AREA if crop.shape[0] >= g else cv2.INTER_LINEAR
+            self._glimpses[0] = cv2.resize(crop, (g, g), interpolation=interp)
+        h, w = self.image.shape[:2]
+        self._mem_geom[0] = (
+            x0 / w,
+            y0 / h,
+            (x1 - x0) / w,
+            (y1 - y0) / h,
+            self.level / max(1, self.levels - 1),
+        )
+        self._visited.add(self._key())
+        if self.native:
+            self.native_pixels += (x1 - x0) * (y1 - y0)
+            gx0 = int(x0 / w * SEEN_GRID)
+            gx1 = max(gx0 + 1, int(np.ceil(x1 / w * SEEN_GRID)))
+            gy0 = int(y0 / h * SEEN_GRID)
+            gy1 = max(gy0 + 1, int(np.ceil(y1 / h * SEEN_GRID)))
+            self._seen[gy0:gy1, gx0:gx1] = 1.0
+        self.path.append(PathPoint(float(self.cx), float(self.cy), int(self.level)))
+
+    def observation(self) -> dict[str, np.ndarray]:
+        """The current observation (fresh arrays, safe to keep)."""
+        s = self._state
+        h, w = self.image.shape[:2]
+        x0, y0, x1, y1 = self.rect
+        levels = self.levels
+        s[0] = self.cx
+        s[1] = self.cy
+        s[2] = (x1 - x0) / w
+        s[3] = (y1 - y0) / h
+        s[4] = self.level / max(1, levels - 1)
+        s[5] = min(1.0, self.steps / self.budget)
+        s[6 : 6 + levels] = 0.0
+        s[6 + self.level] = 1.0
+        k = 6 + levels
+        s[k : k + SEEN_GRID * SEEN_GRID] = self._seen.ravel()
+        k += SEEN_GRID * SEEN_GRID
+        s[k:] = self._mem_geom.ravel()
+        return {
+            "glimpse": self._glimpses.copy(),
+            "overview": self._overview.copy(),
+            "state": s.copy(),
+        }
+
+    def pixel_fraction(self) -> float:
+        """Native-resolution pixels examined so far / pixels in the frame (revisits count)."""
+        h, w = self.image.shape[:2]
+        return self.native_pixels / float(h * w)

@@ -1,0 +1,107 @@
+"""TrainConfig: every training setting, documented, loadable from YAML."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from inspector.config import load_dataclass
+
+
+@dataclass
+class TrainConfig:
+    """Training settings (YAML keys are the field names; CLI flags override).
+
+    :param n_envs: parallel environments.
+    :param vec_env: ``subproc`` (SubprocVecEnv, one process per env) or ``dummy`` (in-process).
+    :param n_steps: steps per env per rollout.
+    :param batch_size: PPO minibatch size.
+    :param n_epochs: PPO epochs per rollout.
+    :param gamma: discount factor (also the shaping's gamma).
+    :param gae_lambda: GAE lambda.
+    :param clip_range: PPO clip range.
+    :param ent_coef: entropy bonus coefficient.
+    :param vf_coef: value loss coefficient.
+    :param max_grad_norm: gradient clipping norm.
+    :param learning_rate: initial learning rate (cosine-annealed to ``lr_floor``).
+    :param lr_floor: final learning rate of the cosine schedule.
+    :param w_rl: hybrid loss weight of the PPO loss.
+    :param w_sl: hybrid loss weight of the verdict cross-entropy on labels.
+    :param w_kd: hybrid loss weight of the KL distillation from the teacher.
+    :param teacher: ``scripted`` (privileged teacher that reads the truth), a model path, or
+        ``none``.
+    :param seed: random seed (environments, network, sampling).
+    :param checkpoint_interval: environment steps between checkpoints (at rollout ends).
+    :param eval_interval: environment steps between evaluations (progress + curriculum); 0: off.
+    :param eval_episodes: parts per evaluation (fixed frames, deterministic policy).
+    :param eval_camera_params: camera parameter overrides for evaluation (e.g. split: val).
+    :param curriculum: list of camera-parameter overrides from easy to hard; training moves to
+        the next stage when evaluation accuracy reaches ``curriculum_threshold``.
+    :param curriculum_threshold: evaluation accuracy that advances the curriculum.
+    :param cnn_channels: width of the glimpse CNN.
+    :param features_dim: size of the features the CNN extractor produces.
+    :param net_arch: hidden layers of the policy and value heads.
+    :param final_eval_episodes: parts of the evaluation written to report.json after training.
+    """
+
+    n_envs: int = 4
+    vec_env: str = "dummy"
+    n_steps: int = 128
+    batch_size: int = 256
+    n_epochs: int = 4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    learning_rate: float = 3e-4
+    lr_floor: float = 3e-5
+    w_rl: float = 0.7
+    w_sl: float = 0.2
+    w_kd: float = 0.1
+    teacher: str = "scripted"
+    seed: int = 0
+    checkpoint_interval: int = 10_000
+    eval_interval: int = 0
+    eval_episodes: int = 100
+    eval_camera_params: dict[str, str] = field(default_factory=dict)
+    curriculum: list[dict[str, str]] = field(default_factory=list)
+    curriculum_threshold: float = 0.8
+    cnn_channels: int = 8
+    features_dim: int = 128
+    net_arch: list[int] = field(default_factory=lambda: [64])
+    final_eval_episodes: int = 100
+
+    def validate(self) -> None:
+        """Raise ValueError on settings that cannot work."""
+        for name in ("n_envs", "n_steps", "batch_size", "n_epochs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.vec_env not in ("subproc", "dummy"):
+            raise ValueError(f"vec_env must be 'subproc' or 'dummy', got {self.vec_env!r}")
+        if not 0.0 < self.gamma <= 1.0:
+            raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
+        for name in ("w_rl", "w_sl", "w_kd", "learning_rate", "lr_floor"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+        if self.w_rl + self.w_sl + self.w_kd <= 0:
+            raise ValueError("w_rl + w_sl + w_kd must be positive")
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrainConfig:
+        """Load from YAML (``file:line:col`` errors)."""
+        return load_dataclass(cls, path)
+
+    def to_yaml(self) -> str:
+        """The config as YAML (written into the run directory)."""
+        return yaml.safe_dump(dataclasses.asdict(self), sort_keys=False)
+
+    def replace(self, **changes: object) -> TrainConfig:
+        """A copy with ``changes`` (validated)."""
+        new = dataclasses.replace(self, **changes)
+        new.validate()
+        return new

@@ -1,0 +1,141 @@
+"""Evaluation: run a policy on fixed parts and compute the inspection metrics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inspector.camera import open_camera
+from inspector.env import FrameSource
+from inspector.errors import InspectorError
+from inspector.profile import ScanSettings
+from inspector.runtime.agent import Decision, run_episode
+from inspector.runtime.policy import Policy
+from inspector.scan import Scanner
+
+#: Offset of synthetic evaluation frame indices: training samples indices uniformly from
+#: [0, 2**31), so a fixed block far from the start is what evaluation uses.
+EVAL_INDEX_BASE = 2_000_000_000
+
+
+def eval_indices(driver: Any, episodes: int) -> list[int] | None:
+    """Fixed frame indices for evaluation: all frames of a finite source, or a block."""
+    try:
+        n = len(driver)
+    except TypeError:
+        n = None
+    if not hasattr(driver, "load"):
+        return None
+    if n is None:
+        return list(range(EVAL_INDEX_BASE, EVAL_INDEX_BASE + episodes))
+    return list(range(min(n, episodes)))
+
+
+def metrics(
+    classes: Sequence[str], ok_class: str, labels: Sequence[str], decisions: Sequence[Decision]
+) -> dict[str, Any]:
+    """The metrics of ``eval``: accuracy, balanced accuracy, defect recall, false alarms..."""
+    idx = {c: i for i, c in enumerate(classes)}
+    n = len(classes)
+    conf = np.zeros((n, n), dtype=int)  # rows: truth, columns: verdict
+    for y, d in zip(labels, decisions):
+        conf[idx[y], idx[d.verdict]] += 1
+    total = int(conf.sum())
+    ok = idx[ok_class]
+    recall = {}
+    for c, i in idx.items():
+        row = conf[i].sum()
+        recall[c] = float(conf[i, i] / row) if row else None
+    present = [r for r in recall.values() if r is not None]
+    defect_rows = [i for c, i in idx.items() if c != ok_class]
+    defects = int(conf[defect_rows].sum())
+    caught = int(conf[defect_rows][:, [j for j in range(n) if j != ok]].sum())
+    oks = int(conf[ok].sum())
+    false_alarms = int(oks - conf[ok, ok])
+    glimpses = sum(len(d.path) for d in decisions)
+    native = sum(d.native_glimpses for d in decisions)
+    return {
+        "classes": list(classes),
+        "episodes": total,
+        "accuracy": float(np.trace(conf) / total) if total else 0.0,
+        "balanced_accuracy": float(np.mean(present)) if present else 0.0,
+        "defect_recall": float(caught / defects) if defects else None,
+        "false_alarm_rate": float(false_alarms / oks) if oks else None,
+        "confusion": conf.tolist(),
+        "per_class_recall": recall,
+        "mean_steps": float(np.mean([d.steps for d in decisions])) if decisions else 0.0,
+        "mean_glimpses": float(glimpses / total) if total else 0.0,
+        "native_share": float(native / glimpses) if glimpses else 0.0,
+        "pixel_fraction": float(np.mean([d.pixel_fraction for d in decisions]))
+        if decisions
+        else 0.0,
+        "stopped_share": float(np.mean([d.stopped for d in decisions])) if decisions else 0.0,
+    }
+
+
+def evaluate(
+    policy: Policy,
+    camera: str,
+    camera_params: Mapping[str, Any] | None,
+    episodes: int,
+    *,
+    ok_class: str | None = None,
+    budget: int | None = None,
+    keep: int = 0,
+) -> tuple[dict[str, Any], list[tuple[Any, Decision]]]:
+    """Evaluate ``policy`` on ``episodes`` fixed parts from the camera.
+
+    :param policy: a backend behind :class:`Policy` (torch, ONNX Runtime, TensorRT).
+    :param camera: driver name; ``camera_params`` its parameters.
+    :param episodes: number of parts (finite sources: at most all their frames).
+    :param ok_class: the ok class (default: the model's first class).
+    :param budget: step budget (default: the model's).
+    :param keep: how many (frame, decision) pairs to return for figures.
+    :returns: (metrics, kept examples).
+    """
+    meta = policy.meta
+    scan = ScanSettings(**{k: meta.scan[k] for k in meta.scan})
+    budget = budget or meta.step_budget or 12
+    ok_class = ok_class or meta.classes[0]
+    driver = open_camera(camera, camera_params or {})
+    source = FrameSource(driver, eval_indices(driver, episodes))
+    scanner = Scanner(scan, budget)
+    labels, decisions, kept = [], [], []
+    rng = np.random.default_rng(0)
+    try:
+        n = episodes if source.length is None else min(episodes, source.length)
+        for _ in range(n):
+            frame = source.next(rng)
+            if frame.truth is None:
+                raise InspectorError(f"frame {frame.part_id} has no label; eval needs labels")
+            if frame.truth.label not in meta.classes:
+                raise InspectorError(
+                    f"frame {frame.part_id} has label {frame.truth.label!r}, not one of the "
+                    f"model's classes ({', '.join(meta.classes)})"
+                )
+            d = run_episode(policy, scanner, frame.image, budget)
+            labels.append(frame.truth.label)
+            decisions.append(d)
+            if len(kept) < keep:
+                kept.append((frame, d))
+    finally:
+        driver.close()
+    return metrics(meta.classes, ok_class, labels, decisions), kept
+
+
+def write_report(
+    result: Mapping[str, Any], kept: list, out_json: Path, out_png: Path | None
+) -> None:
+    """report.json and a figure: confusion matrix and a few glimpse paths."""
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_json.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2))
+    tmp.replace(out_json)
+    if out_png is not None:
+        from inspector.report import plot_eval
+
+        plot_eval(result, kept, out_png)

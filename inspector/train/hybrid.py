@@ -1,0 +1,221 @@
+"""HybridPPO: PPO + supervised cross-entropy on verdicts + KL distillation from a teacher.
+
+loss = (w_rl * L_PPO + w_sl * L_CE + w_kd * L_KL) / (w_rl + w_sl + w_kd)
+
+* L_PPO is SB3's PPO loss, computed exactly as ``PPO.train`` does.
+* L_CE: cross-entropy of the verdict head (the second action component's logits)
+  against the true label of the step's episode, at every step of labelled
+  episodes ("if I stopped now, what would it be"). Labels come from ``info`` and
+  are collected alongside the rollout by :class:`RRMRolloutBuffer`.
+* L_KL: KL(teacher || student) on the rollout's observations. The teacher is either
+  a saved model with the same action space (its distribution is computed on the
+  batch), or the privileged scripted teacher whose actions the environment
+  reports (``teacher="scripted"``; a label-smoothed one-hot target on the move
+  component). Without a teacher w_kd is 0, and the log says so.
+
+With w_sl = w_kd = 0 the loss *is* the PPO loss (not a rescaled copy), so the
+gradients equal plain PPO's on the same batch. Subclasses PPO and overrides
+``train()`` only (plus a two-line hook that hands each step's infos to the buffer).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3 import PPO
+from stable_baselines3.common.utils import explained_variance
+from torch.nn import functional as F
+
+from inspector.rrm.buffer import RRMRolloutBuffer
+
+log = logging.getLogger(__name__)
+
+
+class HybridPPO(PPO):
+    """PPO with the hybrid loss.
+
+    :param w_rl: weight of the PPO loss.
+    :param w_sl: weight of the verdict cross-entropy.
+    :param w_kd: weight of the KL distillation from the teacher.
+    :param teacher: ``"scripted"``, an SB3 policy/model with the same action space, or None.
+    :param teacher_smoothing: label smoothing of the scripted teacher's one-hot target.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        w_rl: float = 0.7,
+        w_sl: float = 0.2,
+        w_kd: float = 0.1,
+        teacher: Any = None,
+        teacher_smoothing: float = 0.05,
+        **kwargs: Any,
+    ) -> None:
+        self.w_rl = float(w_rl)
+        self.w_sl = float(w_sl)
+        self.w_kd = float(w_kd)
+        self.teacher_smoothing = teacher_smoothing
+        if teacher is not None and not isinstance(teacher, str):
+            teacher = getattr(teacher, "policy", teacher)
+            teacher.set_training_mode(False)
+        self.teacher = teacher
+        if self.teacher is None and self.w_kd and kwargs.get("_init_setup_model", True):
+            log.warning("no teacher given: the KL weight w_kd=%.3g is set to 0", self.w_kd)
+            self.w_kd = 0.0
+        super().__init__(*args, **kwargs)
+
+    # -- collection hooks -------------------------------------------------------------
+    def _setup_learn(self, *args: Any, **kwargs: Any):  # type: ignore[override]
+        out = super()._setup_learn(*args, **kwargs)
+        if isinstance(self.rollout_buffer, RRMRolloutBuffer):
+            self.rollout_buffer.set_initial_teacher(getattr(self.env, "reset_infos", None))
+        return out
+
+    def _update_info_buffer(self, infos: list[dict], dones: np.ndarray | None = None) -> None:
+        super()._update_info_buffer(infos, dones)
+        # Called once per step just before rollout_buffer.add(): hand over the infos.
+        if isinstance(self.rollout_buffer, RRMRolloutBuffer) and dones is not None:
+            self.rollout_buffer.stash(infos, dones, getattr(self.env, "reset_infos", None))
+
+    # -- the hybrid loss ----------------------------------------------------------------
+    def _kd_loss(self, obs: Any, dist: Any, samples: Any) -> th.Tensor | None:
+        cats = dist.distribution
+        if self.teacher == "scripted":
+            t = samples.teacher_actions
+            valid = t >= 0
+            if not bool(valid.any()):
+                return None
+            logq = cats[0].logits[valid]
+            n = logq.shape[1]
+            eps = self.teacher_smoothing
+            p = th.full_like(logq, eps / n)
+            p[th.arange(p.shape[0]), t[valid]] += 1.0 - eps
+            return (p * (th.log(p) - logq)).sum(dim=1).mean()
+        with th.no_grad():
+            tdist = self.teacher.get_distribution(obs)
+        tcats = getattr(tdist, "distribution", [tdist.distribution])
+        tcats = tcats if isinstance(tcats, list) else [tcats]
+        kl = 0.0
+        for tc, sc in zip(tcats, cats):
+            kl = kl + th.distributions.kl_divergence(tc, sc).mean()
+        return kl
+
+    def train(self) -> None:
+        """One PPO update over the rollout with the hybrid loss."""
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
+        if self.clip_range_vf is not None:
+            clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
+
+        entropy_losses, pg_losses, value_losses, clip_fractions = [], [], [], []
+        ce_losses, kd_losses, verdict_acc = [], [], []
+        hybrid = self.w_sl > 0 or self.w_kd > 0
+        continue_training = True
+        for _epoch in range(self.n_epochs):
+            approx_kl_divs = []
+            for rollout_data in self.rollout_buffer.get(self.batch_size):
+                actions = rollout_data.actions
+                if isinstance(self.action_space, spaces.Discrete):
+                    actions = rollout_data.actions.long().flatten()
+                obs = rollout_data.observations
+                # Same computation as ActorCriticPolicy.evaluate_actions, keeping the
+                # distribution for the supervised and distillation terms.
+                policy = self.policy
+                features = policy.extract_features(obs)
+                if policy.share_features_extractor:
+                    latent_pi, latent_vf = policy.mlp_extractor(features)
+                else:
+                    pi_features, vf_features = features
+                    latent_pi = policy.mlp_extractor.forward_actor(pi_features)
+                    latent_vf = policy.mlp_extractor.forward_critic(vf_features)
+                dist = policy._get_action_dist_from_latent(latent_pi)
+                log_prob = dist.log_prob(actions)
+                values = policy.value_net(latent_vf)
+                entropy = dist.entropy()
+                values = values.flatten()
+                advantages = rollout_data.advantages
+                if self.normalize_advantage and len(advantages) > 1:
+                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+                ratio = th.exp(log_prob - rollout_data.old_log_prob)
+                policy_loss_1 = advantages * ratio
+                policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
+                policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
+                pg_losses.append(policy_loss.item())
+                clip_fractions.append(th.mean((th.abs(ratio - 1) > clip_range).float()).item())
+                if self.clip_range_vf is None:
+                    values_pred = values
+                else:
+                    values_pred = rollout_data.old_values + th.clamp(
+                        values - rollout_data.old_values, -clip_range_vf, clip_range_vf
+                    )
+                value_loss = F.mse_loss(rollout_data.returns, values_pred)
+                value_losses.append(value_loss.item())
+                if entropy is None:
+                    entropy_loss = -th.mean(-log_prob)
+                else:
+                    entropy_loss = -th.mean(entropy)
+                entropy_losses.append(entropy_loss.item())
+                loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+
+                if hybrid and hasattr(rollout_data, "labels"):
+                    total_w = self.w_rl
+                    extra = 0.0
+                    labels = rollout_data.labels
+                    labelled = labels >= 0
+                    if self.w_sl > 0 and bool(labelled.any()):
+                        vlogits = dist.distribution[-1].logits[labelled]
+                        ce = F.cross_entropy(vlogits, labels[labelled])
+                        extra = extra + self.w_sl * ce
+                        total_w += self.w_sl
+                        ce_losses.append(ce.item())
+                        verdict_acc.append(
+                            (vlogits.argmax(dim=1) == labels[labelled]).float().mean().item()
+                        )
+                    if self.w_kd > 0:
+                        kd = self._kd_loss(obs, dist, rollout_data)
+                        if kd is not None:
+                            extra = extra + self.w_kd * kd
+                            total_w += self.w_kd
+                            kd_losses.append(float(kd.item()))
+                    loss = (self.w_rl * loss + extra) / total_w
+
+                with th.no_grad():
+                    log_ratio = log_prob - rollout_data.old_log_prob
+                    approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio).cpu().numpy()
+                    approx_kl_divs.append(approx_kl_div)
+                if self.target_kl is not None and approx_kl_div > 1.5 * self.target_kl:
+                    continue_training = False
+                    break
+                self.policy.optimizer.zero_grad()
+                loss.backward()
+                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+            self._n_updates += 1
+            if not continue_training:
+                break
+
+        explained_var = explained_variance(
+            self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten()
+        )
+        rec = self.logger.record
+        rec("train/entropy_loss", np.mean(entropy_losses))
+        rec("train/policy_gradient_loss", np.mean(pg_losses))
+        rec("train/value_loss", np.mean(value_losses))
+        rec("train/approx_kl", np.mean(approx_kl_divs))
+        rec("train/clip_fraction", np.mean(clip_fractions))
+        rec("train/loss", loss.item())
+        rec("train/explained_variance", explained_var)
+        rec("train/n_updates", self._n_updates, exclude="tensorboard")
+        rec("train/clip_range", clip_range)
+        if ce_losses:
+            rec("train/ce_loss", np.mean(ce_losses))
+            rec("train/verdict_accuracy", np.mean(verdict_acc))
+        if kd_losses:
+            rec("train/kd_loss", np.mean(kd_losses))
+        for k, v in getattr(self.rollout_buffer, "stats", {}).items():
+            rec(k, v)

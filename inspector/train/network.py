@@ -1,0 +1,80 @@
+"""The policy network: a small CNN over the glimpses and the overview plus the state.
+
+Every glimpse is standardised on its own (subtract its mean, divide by its std)
+before the CNN: low-contrast defects are invisible to a CNN on raw [0, 1] pixels.
+One CNN with shared weights reads each remembered glimpse; the features of the
+current glimpse and the max over all remembered glimpses (evidence kept across
+glimpses) are concatenated with the overview's and the state's features.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
+
+
+def standardise(x: torch.Tensor, eps: float = 1.0) -> torch.Tensor:
+    """Per-image standardisation over the last two axes (eps in grey levels)."""
+    mean = x.mean(dim=(-2, -1), keepdim=True)
+    std = x.std(dim=(-2, -1), keepdim=True, unbiased=False)
+    return (x - mean) / (std + eps)
+
+
+class GlimpseCNN(nn.Module):
+    """Conv stack -> global max and mean pooling (a point defect survives max pooling)."""
+
+    def __init__(self, channels: int = 8) -> None:
+        super().__init__()
+        c = channels
+        # A stride-2 first layer keeps the cost low; its 3x3 kernels still see every
+        # pixel, so a one-pixel point defect reaches the features.
+        self.net = nn.Sequential(
+            nn.Conv2d(1, c, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(c, 2 * c, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(2 * c, 2 * c, 3, padding=1),
+            nn.ReLU(),
+        )
+        self.out_dim = 4 * c
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, 1, H, W] -> [B, out_dim]."""
+        h = self.net(x)
+        return torch.cat([h.amax(dim=(-2, -1)), h.mean(dim=(-2, -1))], dim=1)
+
+
+class InspectorExtractor(BaseFeaturesExtractor):
+    """SB3 features extractor for the Dict observation of :class:`InspectionEnv`.
+
+    :param observation_space: the env's Dict space.
+    :param channels: width of the glimpse CNN.
+    :param features_dim: size of the output features.
+    """
+
+    def __init__(
+        self, observation_space: gym.spaces.Dict, channels: int = 8, features_dim: int = 128
+    ) -> None:
+        super().__init__(observation_space, features_dim)
+        self.memory = observation_space["glimpse"].shape[0]
+        state_dim = observation_space["state"].shape[0]
+        self.glimpse_cnn = GlimpseCNN(channels)
+        self.overview_cnn = GlimpseCNN(max(4, channels // 2))
+        self.state_mlp = nn.Sequential(nn.Linear(state_dim, 64), nn.ReLU())
+        total = 2 * self.glimpse_cnn.out_dim + self.overview_cnn.out_dim + 64
+        self.head = nn.Sequential(nn.Linear(total, features_dim), nn.ReLU())
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        g = obs["glimpse"].float()
+        b, m, h, w = g.shape
+        feats = self.glimpse_cnn(standardise(g.reshape(b * m, 1, h, w))).reshape(b, m, -1)
+        # Empty memory slots (all zeros before enough glimpses) must not win the max.
+        filled = (g.reshape(b, m, -1).amax(dim=-1) > 0).float().unsqueeze(-1)
+        mem = (feats * filled - (1.0 - filled) * 1e4).amax(dim=1)
+        mem = torch.maximum(mem, feats[:, 0])
+        ov = self.overview_cnn(standardise(obs["overview"].float()))
+        st = self.state_mlp(obs["state"].float())
+        return self.head(torch.cat([feats[:, 0], mem, ov, st], dim=1))

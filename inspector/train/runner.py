@@ -1,0 +1,330 @@
+"""``train``: build the environments, run HybridPPO, checkpoint, resume, report."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inspector.errors import InspectorError
+from inspector.footage_hash import sha256_file
+from inspector.profile import Profile, load_profile
+from inspector.scan import ACTIONS
+from inspector.train.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+def cosine_schedule(lr: float, floor: float):
+    """SB3 schedule: cosine from ``lr`` (progress 1) to ``floor`` (progress 0)."""
+
+    def schedule(progress_remaining: float) -> float:
+        t = 1.0 - progress_remaining
+        return floor + 0.5 * (lr - floor) * (1.0 + math.cos(math.pi * t))
+
+    return schedule
+
+
+def _make_env(profile_path: str, camera: str, params: dict, seed: int, teacher: bool):
+    def thunk():
+        from stable_baselines3.common.monitor import Monitor
+
+        from inspector.env import InspectionEnv
+
+        env = InspectionEnv(profile_path, camera, params, teacher=teacher)
+        env.reset(seed=seed)
+        return Monitor(env, info_keywords=("correct", "steps"))
+
+    return thunk
+
+
+def make_vec_env(
+    profile_path: str, camera: str, params: Mapping[str, Any], cfg: TrainConfig, teacher: bool
+):
+    """n_envs environments (SubprocVecEnv or DummyVecEnv), each seeded differently."""
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    fns = [
+        _make_env(profile_path, camera, dict(params), cfg.seed * 1000 + i, teacher)
+        for i in range(cfg.n_envs)
+    ]
+    if cfg.vec_env == "subproc" and cfg.n_envs > 1:
+        return SubprocVecEnv(fns, start_method="fork")
+    return DummyVecEnv(fns)
+
+
+def build_model(env: Any, profile: Profile, cfg: TrainConfig, teacher: Any, tb_dir: str | None):
+    """A fresh HybridPPO for ``env``."""
+    from inspector.rrm.buffer import RRMRolloutBuffer
+    from inspector.train.hybrid import HybridPPO
+    from inspector.train.network import InspectorExtractor
+
+    return HybridPPO(
+        "MultiInputPolicy",
+        env,
+        n_steps=cfg.n_steps,
+        batch_size=cfg.batch_size,
+        n_epochs=cfg.n_epochs,
+        gamma=cfg.gamma,
+        gae_lambda=cfg.gae_lambda,
+        clip_range=cfg.clip_range,
+        ent_coef=cfg.ent_coef,
+        vf_coef=cfg.vf_coef,
+        max_grad_norm=cfg.max_grad_norm,
+        learning_rate=cosine_schedule(cfg.learning_rate, cfg.lr_floor),
+        seed=cfg.seed,
+        device="cpu",
+        tensorboard_log=tb_dir,
+        rollout_buffer_class=RRMRolloutBuffer,
+        rollout_buffer_kwargs={
+            "rrm": profile.rrm,
+            "n_move_actions": len(ACTIONS),
+            "seed": cfg.seed,
+        },
+        policy_kwargs={
+            "features_extractor_class": InspectorExtractor,
+            "features_extractor_kwargs": {
+                "channels": cfg.cnn_channels,
+                "features_dim": cfg.features_dim,
+            },
+            "net_arch": list(cfg.net_arch),
+            "normalize_images": False,
+        },
+        w_rl=cfg.w_rl,
+        w_sl=cfg.w_sl,
+        w_kd=cfg.w_kd,
+        teacher=teacher,
+    )
+
+
+def resolve_teacher(cfg: TrainConfig, teacher_path: str | None) -> Any:
+    """``scripted``, a loaded model's policy, or None."""
+    spec = teacher_path or cfg.teacher
+    if spec in (None, "", "none"):
+        return None
+    if spec == "scripted":
+        return "scripted"
+    from inspector.runtime.torch_backend import load_trained
+
+    model, _, _ = load_trained(spec)
+    return model.policy
+
+
+@dataclass
+class TrainResult:
+    """What ``train`` produced."""
+
+    out: Path
+    model_path: Path
+    timesteps: int
+    report: dict[str, Any] | None
+
+
+def _callbacks(out: Path, cfg: TrainConfig, total: int, progress: bool):
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class RunCallback(BaseCallback):
+        """Progress bar, per-term TensorBoard means, checkpoints at rollout boundaries."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.recent = deque(maxlen=200)
+            self.steps_recent = deque(maxlen=200)
+            self.term_sums: dict[str, float] = {}
+            self.term_n = 0
+            self.native = 0
+            self.t0 = time.time()
+            self.n0 = 0
+            self.last_ckpt = 0
+            self.bar = None
+
+        def _on_training_start(self) -> None:
+            self.n0 = self.num_timesteps
+            self.last_ckpt = self.num_timesteps
+            if progress:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, initial=self.num_timesteps, unit="step", ncols=100)
+
+        def _on_step(self) -> bool:
+            for info in self.locals.get("infos", []):
+                for k, v in info.get("terms", {}).items():
+                    self.term_sums[k] = self.term_sums.get(k, 0.0) + v
+                self.term_n += 1
+                self.native += int(bool(info.get("native")))
+                if "correct" in info and "steps" in info:
+                    self.recent.append(float(info["correct"]))
+                    self.steps_recent.append(info["steps"])
+            if self.bar is not None:
+                self.bar.n = self.num_timesteps
+                rate = (self.num_timesteps - self.n0) / max(1e-6, time.time() - self.t0)
+                acc = np.mean(self.recent) if self.recent else float("nan")
+                self.bar.set_postfix_str(f"{rate:.0f} steps/s, acc {acc:.2f}", refresh=False)
+                self.bar.update(0)
+            return True
+
+        def _on_rollout_start(self) -> None:
+            # The previous rollout is fully trained here: a safe point to checkpoint.
+            if self.num_timesteps - self.last_ckpt >= cfg.checkpoint_interval:
+                save_checkpoint(self.model, out)
+                self.last_ckpt = self.num_timesteps
+
+        def _on_rollout_end(self) -> None:
+            rec = self.logger.record
+            if self.term_n:
+                for k, v in self.term_sums.items():
+                    rec(f"terms/{k}", v / self.term_n)
+                rec("rollout/native_share", self.native / self.term_n)
+            if self.recent:
+                rec("rollout/accuracy", float(np.mean(self.recent)))
+                rec("rollout/mean_glimpses", float(np.mean(self.steps_recent)))
+            self.term_sums, self.term_n, self.native = {}, 0, 0
+
+        def _on_training_end(self) -> None:
+            if self.bar is not None:
+                self.bar.close()
+
+    return RunCallback()
+
+
+def save_checkpoint(model: Any, out: Path) -> Path:
+    """Write checkpoints/ckpt_<steps>.zip atomically and point latest.json at it."""
+    ck = out / "checkpoints"
+    ck.mkdir(parents=True, exist_ok=True)
+    path = ck / f"ckpt_{model.num_timesteps:09d}.zip"
+    tmp = ck / f".tmp_{model.num_timesteps}.zip"
+    model.save(str(tmp))
+    tmp.replace(path)
+    norm = getattr(model.rollout_buffer, "normaliser", None)
+    state = {"path": path.name, "num_timesteps": int(model.num_timesteps)}
+    if norm is not None:
+        state["normaliser"] = {
+            "mean": norm.ret_rms.mean,
+            "var": norm.ret_rms.var,
+            "count": norm.ret_rms.count,
+            "lo": norm.lo if np.isfinite(norm.lo) else None,
+            "hi": norm.hi if np.isfinite(norm.hi) else None,
+        }
+    tmpj = ck / ".latest.json.tmp"
+    tmpj.write_text(json.dumps(state))
+    tmpj.replace(ck / "latest.json")
+    return path
+
+
+def train_run(
+    profile_path: str,
+    camera: str,
+    camera_params: Mapping[str, Any],
+    timesteps: int,
+    out: str | Path,
+    cfg: TrainConfig | None = None,
+    *,
+    teacher_path: str | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    evaluate_after: bool = True,
+    init_from: str | None = None,
+) -> TrainResult:
+    """Train a policy; see ``inspector train --help``.
+
+    :param init_from: a model whose weights initialise the new one (same spaces).
+    """
+    from inspector.train.hybrid import HybridPPO
+
+    cfg = cfg or TrainConfig()
+    if timesteps < 1:
+        raise InspectorError(f"--timesteps must be positive, got {timesteps}")
+    out = Path(out)
+    profile = load_profile(profile_path)
+    out.mkdir(parents=True, exist_ok=True)
+    prof_copy = out / "profile.yaml"
+    if not (resume and prof_copy.exists()):
+        shutil.copyfile(profile_path, prof_copy)
+        (out / "profile.sha256").write_text(profile.sha256 + "\n")
+        (out / "config.yaml").write_text(cfg.to_yaml())
+        (out / "camera.json").write_text(
+            json.dumps({"camera": camera, "params": dict(camera_params)}, indent=2)
+        )
+    teacher = resolve_teacher(cfg, teacher_path)
+    env = make_vec_env(str(prof_copy), camera, camera_params, cfg, teacher == "scripted")
+    tb = str(out / "tb")
+    latest = out / "checkpoints" / "latest.json"
+    try:
+        if resume and latest.is_file():
+            state = json.loads(latest.read_text())
+            model = HybridPPO.load(str(out / "checkpoints" / state["path"]), env=env, device="cpu")
+            model.teacher = teacher
+            if teacher is None:
+                model.w_kd = 0.0
+            model.tensorboard_log = tb
+            norm = state.get("normaliser")
+            if norm:
+                nm = model.rollout_buffer.normaliser
+                nm.ret_rms.mean, nm.ret_rms.var, nm.ret_rms.count = (
+                    norm["mean"],
+                    norm["var"],
+                    norm["count"],
+                )
+                nm.lo = norm["lo"] if norm["lo"] is not None else np.inf
+                nm.hi = norm["hi"] if norm["hi"] is not None else -np.inf
+            log.warning("resuming from %s at step %d", state["path"], model.num_timesteps)
+            remaining = max(0, timesteps - model.num_timesteps)
+            reset = False
+        else:
+            if resume:
+                log.warning("--resume: no checkpoint in %s, starting fresh", out)
+            model = build_model(env, profile, cfg, teacher, tb)
+            if init_from:
+                from inspector.runtime.torch_backend import load_trained
+
+                base, _, _ = load_trained(init_from)
+                model.policy.load_state_dict(base.policy.state_dict())
+            remaining = timesteps
+            reset = True
+        if remaining > 0:
+            model.learn(
+                remaining,
+                callback=_callbacks(out, cfg, timesteps, progress),
+                reset_num_timesteps=reset,
+                tb_log_name="hybrid_ppo",
+            )
+        save_checkpoint(model, out)
+        tmp = out / ".model.tmp.zip"
+        model.save(str(tmp))
+        tmp.replace(out / "model.zip")
+    finally:
+        env.close()
+    report = None
+    if evaluate_after and cfg.final_eval_episodes > 0:
+        report = evaluate_run(out, camera, {**camera_params, **cfg.eval_camera_params}, cfg)
+    return TrainResult(out, out / "model.zip", int(model.num_timesteps), report)
+
+
+def evaluate_run(out: Path, camera: str, params: Mapping[str, Any], cfg: TrainConfig) -> dict:
+    """Evaluate the run's model and write report.json + report.png."""
+    from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
+    from inspector.train.evaluate import evaluate, write_report
+
+    model, profile, sha = load_trained(out)
+    policy = TorchPolicy(model, meta_for_model(model, profile, sha))
+    result, kept = evaluate(
+        policy, camera, params, cfg.final_eval_episodes, ok_class=profile.ok_class, keep=6
+    )
+    result["model_sha256"] = sha
+    result["scan"] = dict(policy.meta.scan)
+    write_report(result, kept, out / "report.json", out / "report.png")
+    return result
+
+
+def model_sha(path: Path) -> str:
+    """sha256 of a model file."""
+    return sha256_file(path)

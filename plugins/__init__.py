@@ -1,0 +1,1 @@
+"""Built-in reward terms, one concern per module."""

@@ -1,0 +1,133 @@
+"""HybridPPO: plain PPO gradients when the extra weights are 0; the hybrid terms act."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch as th
+from stable_baselines3 import PPO
+
+from inspector.rrm.buffer import RRMRolloutBuffer
+from inspector.train.hybrid import HybridPPO
+from tests.unit.rrm.test_buffer import POLICY_KW, collect, tiny_profile, venv
+
+
+def _pair(w_sl: float, w_kd: float, teacher=None):
+    prof = tiny_profile()
+    kw = dict(n_steps=32, batch_size=64, n_epochs=1, seed=5, device="cpu", policy_kwargs=POLICY_KW)
+    plain = PPO(
+        "MultiInputPolicy",
+        venv(prof, teacher=True),
+        rollout_buffer_class=RRMRolloutBuffer,
+        rollout_buffer_kwargs={"rrm": prof.rrm},
+        **kw,
+    )
+    ours = HybridPPO(
+        "MultiInputPolicy",
+        venv(prof, teacher=True),
+        rollout_buffer_class=RRMRolloutBuffer,
+        rollout_buffer_kwargs={"rrm": prof.rrm},
+        w_rl=0.7,
+        w_sl=w_sl,
+        w_kd=w_kd,
+        teacher=teacher,
+        **kw,
+    )
+    ours.policy.load_state_dict(plain.policy.state_dict())
+    collect(ours)
+    # The very same rollout for both.
+    plain.rollout_buffer = copy.deepcopy(ours.rollout_buffer)
+    return plain, ours
+
+
+def _grads_after_one_minibatch(model) -> list[th.Tensor]:
+    from stable_baselines3.common.logger import configure
+
+    model.set_logger(configure(None, []))
+    grads = []
+    opt = model.policy.optimizer
+    orig_step = opt.step
+
+    def capture():
+        grads.extend(
+            p.grad.detach().clone() for p in model.policy.parameters() if p.grad is not None
+        )
+        raise StopIteration
+
+    opt.step = capture
+    np.random.seed(0)
+    try:
+        model.train()
+    except StopIteration:
+        pass
+    finally:
+        opt.step = orig_step
+    return grads
+
+
+def test_zero_extra_weights_give_plain_ppo_gradients_on_the_same_batch():
+    plain, ours = _pair(0.0, 0.0)
+    g_plain = _grads_after_one_minibatch(plain)
+    g_ours = _grads_after_one_minibatch(ours)
+    assert len(g_plain) == len(g_ours) > 0
+    for a, b in zip(g_plain, g_ours):
+        assert th.equal(a, b)
+
+
+def test_hybrid_terms_change_the_gradients_and_log_their_losses():
+    plain, ours = _pair(0.2, 0.1, teacher="scripted")
+    g_plain = _grads_after_one_minibatch(plain)
+    g_ours = _grads_after_one_minibatch(ours)
+    assert any(not th.allclose(a, b) for a, b in zip(g_plain, g_ours))
+
+
+def test_cross_entropy_alone_teaches_the_verdict_head():
+    prof = tiny_profile()
+    model = HybridPPO(
+        "MultiInputPolicy",
+        venv(prof),
+        n_steps=64,
+        batch_size=64,
+        n_epochs=10,
+        seed=0,
+        device="cpu",
+        learning_rate=3e-3,
+        policy_kwargs=POLICY_KW,
+        rollout_buffer_class=RRMRolloutBuffer,
+        rollout_buffer_kwargs={"rrm": prof.rrm},
+        w_rl=0.0,
+        w_sl=1.0,
+        w_kd=0.0,
+    )
+    collect(model)
+    buf = model.rollout_buffer
+    obs = {k: th.as_tensor(v.reshape(-1, *v.shape[2:])) for k, v in buf.observations.items()}
+    labels = th.as_tensor(buf.labels.reshape(-1))
+
+    def ce():
+        with th.no_grad():
+            d = model.policy.get_distribution(obs)
+            return th.nn.functional.cross_entropy(d.distribution[-1].logits, labels).item()
+
+    from stable_baselines3.common.logger import configure
+
+    model.set_logger(configure(None, []))
+    before = ce()
+    model.train()
+    assert ce() < before * 0.9
+
+
+def test_no_teacher_sets_the_kl_weight_to_zero_and_says_so(caplog):
+    prof = tiny_profile()
+    with caplog.at_level("WARNING"):
+        model = HybridPPO(
+            "MultiInputPolicy",
+            venv(prof),
+            n_steps=16,
+            device="cpu",
+            policy_kwargs=POLICY_KW,
+            w_kd=0.3,
+        )
+    assert model.w_kd == 0.0
+    assert "no teacher" in caplog.text
