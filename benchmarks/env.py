@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import statistics
 import sys
@@ -328,7 +329,10 @@ def report(b: EnvBenchmark, threads: str, profile_md: str | None) -> tuple[str, 
     steps_per_ep = b.steps / b.episodes
     per_ep = [
         ["`reset()` with a pre-rendered frame", f"{b.reset_per_episode * 1e6:,.0f}"],
-        ["synthetic frame generation (`SyntheticCamera.load`)", f"{b.frame_per_episode * 1e6:,.0f}"],
+        [
+            "synthetic frame generation (`SyntheticCamera.load`)",
+            f"{b.frame_per_episode * 1e6:,.0f}",
+        ],
     ]
     ok_rate = 1 / b.synthetic >= GOAL_STEPS
     ok_rate_pre = 1 / b.prerendered >= GOAL_STEPS
@@ -376,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     met = 1 / b.synthetic >= GOAL_STEPS and b.overhead_prerendered <= GOAL_OVERHEAD
     profile_md = None if met else profile_env(512, n)
     body, ok = report(b, threads, profile_md)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    body += f"\nLoad average at the end: {load:.1f}.\n"
     cmd = "python -m benchmarks.env" + (" --quick" if args.quick else "")
     path = write_section("env", "Environment steps/s", body, command=cmd)
     print(body)

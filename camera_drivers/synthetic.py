@@ -93,6 +93,9 @@ class SyntheticCamera(CameraDriver):
     :param point_size: range LO,HI of the side of a point cluster in pixels.
     :param line_width: width of line defects in pixels (1 to 4).
     :param noise: sensor noise std in gray levels (0 to 20).
+    :param invisible_at: points stay invisible when the whole frame is shrunk to this many
+        pixels (INTER_AREA); default 64. Set it to the agent's overview size so that
+        finding points needs focusing.
     """
 
     has_truth = True
@@ -108,6 +111,7 @@ class SyntheticCamera(CameraDriver):
         point_size: tuple[int, int] = (1, 2),
         line_width: int = 1,
         noise: float = 3.0,
+        invisible_at: int = OVERVIEW,
     ) -> None:
         super().__init__()
         if not 128 <= size <= 2048:
@@ -133,6 +137,9 @@ class SyntheticCamera(CameraDriver):
             raise CameraError(f"synthetic: line_width must be 1 to 4, got {line_width}")
         if not 0 <= noise <= 20:
             raise CameraError(f"synthetic: noise must be 0 to 20, got {noise}")
+        if not 16 <= invisible_at <= size:
+            raise CameraError(f"synthetic: invisible_at must be 16 to size, got {invisible_at}")
+        self.invisible_at = int(invisible_at)
         self.size = int(size)
         self.seed = int(seed)
         self.count = count
@@ -292,15 +299,15 @@ class SyntheticCamera(CameraDriver):
         return Box(int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1, "line")
 
     def point_cap(self, area: int) -> float:
-        """Largest point contrast (gray levels) that stays invisible in the 64-px overview.
+        """Largest point contrast (gray levels) that stays invisible in the overview.
 
         A cluster of ``area`` pixels shifts its overview pixel by about
-        ``delta * area / f**2`` (``f`` = size / 64); the cap keeps that below
+        ``delta * area / f**2`` (``f`` = size / invisible_at); the cap keeps that below
         ``POINT_MARGIN * OVERVIEW_FLOOR``.
 
         :param area: the cluster's area in pixels.
         """
-        f2 = (self.size / OVERVIEW) ** 2
+        f2 = (self.size / self.invisible_at) ** 2
         return POINT_MARGIN * OVERVIEW_FLOOR * f2 / max(1, area)
 
     def _point(
@@ -321,7 +328,7 @@ class SyntheticCamera(CameraDriver):
         if abs(delta) > cap:
             delta = int(np.sign(delta)) * max(1, int(cap))
         # Two points in one overview cell would add up; keep them apart instead.
-        sep = 2 * max(1, s // OVERVIEW)
+        sep = 2 * max(1, s // self.invisible_at)
         if any(abs(y - ty) < sep and abs(x - tx) < sep for ty, tx in taken):
             return None
         taken.append((y, x))

@@ -15,7 +15,17 @@ import sys
 from inspector.errors import InspectorError
 
 #: Verb modules, in the order ``--help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("camera", "profile", "train", "export")
+COMMAND_MODULES: tuple[str, ...] = (
+    "camera",
+    "profile",
+    "train",
+    "export",
+    "run",
+    "footage",
+    "retrain",
+    "models",
+    "demo",
+)
 
 
 class _Parser(argparse.ArgumentParser):

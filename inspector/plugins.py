@@ -31,6 +31,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "camera_drivers.folder",
     "camera_drivers.video",
     "camera_drivers.live",
+    "camera_drivers.footage_store",
 )
 
 ENTRY_POINT_GROUP = "inspector"

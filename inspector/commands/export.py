@@ -17,6 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="the .onnx file to write")
     p.add_argument("--int8", action="store_true", help="also quantise to int8 (written to --out)")
     p.add_argument("--observations", type=int, default=1000, help="observations for parity")
+    p.add_argument("--eval-episodes", type=int, default=100, help="parts to evaluate fp32 vs int8")
     p.add_argument("--camera", help="camera for the parity observations (default: the run's)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     p.set_defaults(func=run_export)
@@ -40,7 +41,17 @@ def run_export(args: argparse.Namespace) -> int:
             camera, params = c["camera"], {**c["params"], **params}
         else:
             camera = "synthetic"
-    rep = export_report(run, out, args.int8, camera, params, n_obs=args.observations)
+    if args.observations < 1:
+        raise InspectorError("--observations must be positive")
+    rep = export_report(
+        run,
+        out,
+        args.int8,
+        camera,
+        params,
+        n_obs=args.observations,
+        eval_episodes=args.eval_episodes,
+    )
     p = rep["parity_fp32"]
     print(
         f"wrote {rep['onnx']}: parity vs torch on {p['observations']} observations: "
@@ -53,4 +64,10 @@ def run_export(args: argparse.Namespace) -> int:
             f"wrote {rep['onnx_int8']}: int8 action agreement with fp32 "
             f"{q['action_agreement']:.4f}, verdict agreement {q['verdict_agreement']:.4f}"
         )
+        if "eval_accuracy" in rep:
+            e = rep["eval_accuracy"]
+            print(
+                f"evaluation on {e['episodes']} fixed parts: accuracy fp32 {e['fp32']:.3f}, "
+                f"int8 {e['int8']:.3f} (change {e['change']:+.3f})"
+            )
     return 0

@@ -151,9 +151,19 @@ def compare(a: Any, b: Any, obs: dict[str, np.ndarray], batch: int = 256) -> dic
 
 
 def export_report(
-    model_path: str | Path, out: Path, int8: bool, camera: str, params: dict, n_obs: int = 1000
+    model_path: str | Path,
+    out: Path,
+    int8: bool,
+    camera: str,
+    params: dict,
+    n_obs: int = 1000,
+    eval_episodes: int = 100,
 ) -> dict[str, Any]:
-    """``inspector export``: fp32 ONNX (+ int8), parity against torch, int8 agreement."""
+    """``inspector export``: fp32 ONNX (+ int8), parity against torch, int8 agreement.
+
+    With ``int8``, both graphs are also evaluated on the same ``eval_episodes`` fixed
+    parts and the change in accuracy is reported.
+    """
     from inspector.runtime.onnx_backend import OrtPolicy
     from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
 
@@ -169,6 +179,16 @@ def export_report(
     if int8:
         q = quantize_int8(fp32_path, out)
         report["onnx_int8"] = str(q)
-        report["int8_vs_fp32"] = compare(ort_fp32, OrtPolicy(q), obs)
+        ort_int8 = OrtPolicy(q)
+        report["int8_vs_fp32"] = compare(ort_fp32, ort_int8, obs)
+        if eval_episodes > 0:
+            from inspector.train.evaluate import evaluate
+
+            acc = {}
+            for name, pol in (("fp32", ort_fp32), ("int8", ort_int8)):
+                m, _ = evaluate(pol, camera, params, eval_episodes, ok_class=profile.ok_class)
+                acc[name] = m["accuracy"]
+            report["eval_accuracy"] = {**acc, "change": acc["int8"] - acc["fp32"]}
+            report["eval_accuracy"]["episodes"] = eval_episodes
     out.with_suffix(".export.json").write_text(json.dumps(report, indent=2))
     return report

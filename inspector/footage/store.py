@@ -365,9 +365,7 @@ class FootageStore:
         fid = frame_id or frame_hash(gray)
         h, w = gray.shape
         if mask is not None and mask.shape[:2] != (h, w):
-            raise FootageError(
-                f"mask is {mask.shape[1]}x{mask.shape[0]} but the image is {w}x{h}"
-            )
+            raise FootageError(f"mask is {mask.shape[1]}x{mask.shape[0]} but the image is {w}x{h}")
         station_label = confidence = None
         if result is not None:
             station_label = result.get("label")
@@ -419,8 +417,10 @@ class FootageStore:
             return AddOutcome(fid, "new")
         changes: list[str] = []
         sets: dict[str, Any] = {}
-        if label is not None and label != row["label"] and _stronger(
-            label_source, row["label_source"]
+        if (
+            label is not None
+            and label != row["label"]
+            and _stronger(label_source, row["label_source"])
         ):
             sets.update(label=label, label_source=label_source, labelled_at=now)
             changes.append(f"label {row['label']!r} -> {label!r} ({label_source})")
@@ -451,12 +451,15 @@ class FootageStore:
             (fid, label, source, at),
         )
 
-    def set_label(self, frame_id: str, label: str, source: str = "operator") -> bool:
+    def set_label(
+        self, frame_id: str, label: str, source: str = "operator", *, commit: bool = True
+    ) -> bool:
         """Set a frame's label (an operator's correction). Returns whether it changed.
 
         :param frame_id: the full frame id.
         :param label: the new label.
         :param source: the label source (default ``operator``).
+        :param commit: commit now (a batch of corrections commits once).
         :raises FootageError: unknown frame or label source.
         """
         if source not in LABEL_SOURCES:
@@ -474,6 +477,8 @@ class FootageStore:
             (label, source, now, frame_id),
         )
         self._history(frame_id, label, source, now)
+        if commit:
+            self.db.commit()
         return True
 
     # -- reading -------------------------------------------------------------------

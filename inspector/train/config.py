@@ -45,6 +45,10 @@ class TrainConfig:
     :param features_dim: size of the features the CNN extractor produces.
     :param net_arch: hidden layers of the policy and value heads.
     :param final_eval_episodes: parts of the evaluation written to report.json after training.
+    :param bc_samples: environment steps of the scripted teacher to behaviour-clone before PPO
+        (only with ``teacher: scripted``; 0 = off). They count as training steps.
+    :param bc_epochs: behaviour-cloning epochs over those samples.
+    :param bc_lr: behaviour-cloning learning rate.
     """
 
     n_envs: int = 4
@@ -75,6 +79,9 @@ class TrainConfig:
     features_dim: int = 128
     net_arch: list[int] = field(default_factory=lambda: [64])
     final_eval_episodes: int = 100
+    bc_samples: int = 4096
+    bc_epochs: int = 8
+    bc_lr: float = 1e-3
 
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""

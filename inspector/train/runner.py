@@ -62,27 +62,48 @@ def make_vec_env(
     return DummyVecEnv(fns)
 
 
+def policy_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    """SB3 ``policy_kwargs``: the CNN extractor over glimpses, overview and state."""
+    from inspector.train.network import InspectorExtractor
+
+    return {
+        "features_extractor_class": InspectorExtractor,
+        "features_extractor_kwargs": {
+            "channels": cfg.cnn_channels,
+            "features_dim": cfg.features_dim,
+        },
+        "net_arch": list(cfg.net_arch),
+        "normalize_images": False,
+    }
+
+
+def ppo_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    """The PPO settings of ``cfg`` (shared by HybridPPO and plain-PPO baselines)."""
+    return {
+        "n_steps": cfg.n_steps,
+        "batch_size": cfg.batch_size,
+        "n_epochs": cfg.n_epochs,
+        "gamma": cfg.gamma,
+        "gae_lambda": cfg.gae_lambda,
+        "clip_range": cfg.clip_range,
+        "ent_coef": cfg.ent_coef,
+        "vf_coef": cfg.vf_coef,
+        "max_grad_norm": cfg.max_grad_norm,
+        "learning_rate": cosine_schedule(cfg.learning_rate, cfg.lr_floor),
+        "seed": cfg.seed,
+        "device": "cpu",
+        "policy_kwargs": policy_kwargs(cfg),
+    }
+
+
 def build_model(env: Any, profile: Profile, cfg: TrainConfig, teacher: Any, tb_dir: str | None):
     """A fresh HybridPPO for ``env``."""
     from inspector.rrm.buffer import RRMRolloutBuffer
     from inspector.train.hybrid import HybridPPO
-    from inspector.train.network import InspectorExtractor
 
     return HybridPPO(
         "MultiInputPolicy",
         env,
-        n_steps=cfg.n_steps,
-        batch_size=cfg.batch_size,
-        n_epochs=cfg.n_epochs,
-        gamma=cfg.gamma,
-        gae_lambda=cfg.gae_lambda,
-        clip_range=cfg.clip_range,
-        ent_coef=cfg.ent_coef,
-        vf_coef=cfg.vf_coef,
-        max_grad_norm=cfg.max_grad_norm,
-        learning_rate=cosine_schedule(cfg.learning_rate, cfg.lr_floor),
-        seed=cfg.seed,
-        device="cpu",
         tensorboard_log=tb_dir,
         rollout_buffer_class=RRMRolloutBuffer,
         rollout_buffer_kwargs={
@@ -90,19 +111,11 @@ def build_model(env: Any, profile: Profile, cfg: TrainConfig, teacher: Any, tb_d
             "n_move_actions": len(ACTIONS),
             "seed": cfg.seed,
         },
-        policy_kwargs={
-            "features_extractor_class": InspectorExtractor,
-            "features_extractor_kwargs": {
-                "channels": cfg.cnn_channels,
-                "features_dim": cfg.features_dim,
-            },
-            "net_arch": list(cfg.net_arch),
-            "normalize_images": False,
-        },
         w_rl=cfg.w_rl,
         w_sl=cfg.w_sl,
         w_kd=cfg.w_kd,
         teacher=teacher,
+        **ppo_kwargs(cfg),
     )
 
 
@@ -194,6 +207,22 @@ def _callbacks(out: Path, cfg: TrainConfig, total: int, progress: bool):
                 self.bar.close()
 
     return RunCallback()
+
+
+def pretrain(model: Any, profile: str, camera: str, params: Mapping, cfg: TrainConfig, out: Path):
+    """Behaviour-clone the scripted teacher (see :mod:`inspector.train.pretrain`)."""
+    from inspector.env import InspectionEnv
+    from inspector.train.pretrain import behaviour_clone, collect_teacher_samples
+
+    data = collect_teacher_samples(
+        lambda: InspectionEnv(profile, camera, dict(params), teacher=True),
+        cfg.bc_samples,
+        seed=cfg.seed,
+    )
+    stats = behaviour_clone(model, data, epochs=cfg.bc_epochs, lr=cfg.bc_lr)
+    stats["bc/samples"] = cfg.bc_samples
+    (out / "bc.json").write_text(json.dumps(stats, indent=2))
+    return stats
 
 
 def save_checkpoint(model: Any, out: Path) -> Path:
@@ -288,6 +317,8 @@ def train_run(
 
                 base, _, _ = load_trained(init_from)
                 model.policy.load_state_dict(base.policy.state_dict())
+            if teacher == "scripted" and cfg.bc_samples > 0:
+                pretrain(model, str(prof_copy), camera, camera_params, cfg, out)
             remaining = timesteps
             reset = True
         if remaining > 0:

@@ -54,6 +54,8 @@ def scripted_action(sc: Scanner, target: tuple[float, float] | None, ok_plan: li
     :param target: the defect centre, or None for an ok part.
     :param ok_plan: for ok parts, remaining level-1 cell indices to visit (mutated).
     """
+    if sc.steps >= sc.budget - 1:
+        return STOP  # the last step of the budget: a verdict beats a truncation
     if target is not None:
         mv = _toward(sc, *target)
         if mv is not None:

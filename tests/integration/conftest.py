@@ -88,3 +88,11 @@ def proxy() -> Iterator[Callable[[int], TcpProxy]]:
     yield make
     for p in made:
         p.close()
+
+
+@pytest.fixture(scope="session")
+def station_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real exported ``.onnx`` policy (trained 256 steps), built once per session."""
+    from tests.integration._station_model import build_station_model
+
+    return build_station_model(tmp_path_factory.getbasetemp() / "station-model")

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
 
-def cli(*args: str, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
+def cli(*args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [PY, str(ROOT / "main.py"), *args],
         cwd=ROOT,

@@ -37,7 +37,7 @@ def test_unknown_driver_names_the_known_ones():
         open_camera("foldr")
     msg = str(exc.value)
     assert "unknown camera driver 'foldr'" in msg and "did you mean 'folder'" in msg
-    assert "known: folder, opencv, synthetic, video" in msg
+    assert "known: folder, opencv, store, synthetic, video" in msg
 
 
 def test_unknown_parameter_lists_the_expected_ones():

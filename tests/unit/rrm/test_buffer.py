@@ -184,3 +184,45 @@ def test_labels_and_teacher_actions_are_collected_alongside_the_rollout():
             assert len(set(buf.labels[b:e, i].tolist())) == 1
     # And equals the truth of the frame that env scored: a fresh episode's reset label.
     model.train()  # the hybrid loss runs on it
+
+
+def test_teacher_action_of_each_row_belongs_to_that_rows_observation():
+    import gymnasium as gym
+
+    prof = tiny_profile()
+    emitted: dict[bytes, int] = {}
+
+    class Log(gym.Wrapper):
+        def reset(self, **kw):
+            obs, info = self.env.reset(**kw)
+            emitted[obs["glimpse"].tobytes() + obs["state"].tobytes()] = info["teacher"]
+            return obs, info
+
+        def step(self, action):
+            obs, r, te, tr, info = self.env.step(action)
+            if "teacher_next" in info:
+                emitted[obs["glimpse"].tobytes() + obs["state"].tobytes()] = info["teacher_next"]
+            return obs, r, te, tr, info
+
+    env = DummyVecEnv(
+        [lambda: Log(InspectionEnv(prof, "synthetic", {"size": 128, "seed": 4}, teacher=True))]
+    )
+    model = HybridPPO(
+        "MultiInputPolicy",
+        env,
+        n_steps=60,
+        batch_size=60,
+        seed=0,
+        device="cpu",
+        policy_kwargs=POLICY_KW,
+        rollout_buffer_class=RRMRolloutBuffer,
+        rollout_buffer_kwargs={"rrm": prof.rrm},
+        teacher="scripted",
+    )
+    collect(model)
+    buf = model.rollout_buffer
+    for t in range(buf.buffer_size):
+        key = (
+            buf.observations["glimpse"][t, 0].tobytes() + buf.observations["state"][t, 0].tobytes()
+        )
+        assert buf.teacher_actions[t, 0] == emitted[key], t

@@ -1,0 +1,294 @@
+"""``inspector footage``: import, review, label and list a footage store.
+
+``footage import SRC --format FORMAT --store DIR`` adds frames (idempotent);
+``footage review --store DIR`` lists frames that need a person and writes a
+contact sheet per batch (``--select uncertain --model M --n 50``: the frames the
+model is least sure of); ``footage label --store DIR --csv FILE`` applies
+``frame_id,label`` corrections; ``footage list --store DIR`` prints counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+from pathlib import Path
+
+from inspector.errors import FootageError, InspectorError
+
+#: What a label may look like (the profile's class-name rule, plus upper case).
+LABEL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+def _label_map(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    out = {}
+    for part in text.split(","):
+        k, sep, v = part.partition(":")
+        if not sep or not k.strip() or not v.strip():
+            raise InspectorError(f"--label-map expects old:new[,old:new...], got {text!r}")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``footage`` verb and its sub-verbs.
+
+    :param subparsers: the CLI's sub-parser collection.
+    """
+    from inspector.footage.importers import FORMATS
+
+    p = subparsers.add_parser(
+        "footage",
+        help="import, review, label and list collected footage",
+        description="Manage a footage store: import, review, label, list.",
+    )
+    sub = p.add_subparsers(dest="footage_command", metavar="SUBVERB")
+    sub.required = True
+
+    imp = sub.add_parser(
+        "import",
+        help="add footage to a store (a re-import adds nothing)",
+        description=(
+            "Import footage into a store. Each frame is kept once (content hash); corrupt or "
+            "unmatched files are reported and skipped."
+        ),
+    )
+    imp.add_argument("src", type=Path, help="folder, manifest CSV or annotation file")
+    imp.add_argument("--format", required=True, choices=FORMATS, help="layout of SRC")
+    imp.add_argument("--store", required=True, type=Path, help="the store folder (created)")
+    imp.add_argument("--label", help="label of every image (--format masks)")
+    imp.add_argument("--manifest", type=Path, help="CSV with labels for --format masks")
+    imp.add_argument("--split", help="import only manifest rows of this split (--format csv)")
+    imp.add_argument("--images", type=Path, help="folder the images are in, when not beside")
+    imp.add_argument("--label-map", help="rename labels, old:new[,old:new...]")
+    imp.add_argument(
+        "--heldout-percent",
+        type=float,
+        default=20.0,
+        help="share held out by hash when the store is new (default 20; fixed afterwards)",
+    )
+    imp.add_argument("--json", type=Path, help="write the import report as JSON here")
+    imp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    imp.set_defaults(func=cmd_import)
+
+    rev = sub.add_parser(
+        "review",
+        help="list frames that need a person; write contact sheets",
+        description=(
+            "List the frames that need a person (unlabelled, low confidence, station verdict "
+            "and label disagree) or, with --select uncertain --model M, the frames the model is "
+            "least sure of. Writes a contact sheet PNG and a frame_id,label CSV per batch."
+        ),
+    )
+    rev.add_argument("--store", required=True, type=Path, help="the store folder")
+    rev.add_argument("--model", help="model for --select uncertain (run dir, .zip or .onnx)")
+    rev.add_argument(
+        "--select",
+        choices=("review", "uncertain"),
+        default="review",
+        help="review: frames needing a person (default); uncertain: active learning",
+    )
+    rev.add_argument("--n", type=_positive_int, default=50, help="frames to list (default 50)")
+    rev.add_argument(
+        "--batch", type=_positive_int, default=25, help="frames per sheet (default 25)"
+    )
+    rev.add_argument(
+        "--low-confidence",
+        type=float,
+        default=0.6,
+        help="station frames below this confidence need review (default 0.6)",
+    )
+    rev.add_argument("--sheet-dir", type=Path, help="where the sheets go (default STORE/review)")
+    rev.set_defaults(func=cmd_review)
+
+    lab = sub.add_parser(
+        "label",
+        help="apply an operator's frame_id,label CSV",
+        description=(
+            "Apply label corrections from a CSV with columns frame_id,label (a header line is "
+            "optional; a frame id may be a unique prefix of 8+ characters). Unknown frames and "
+            "bad rows are reported with their line numbers; exit 1 when any row was rejected."
+        ),
+    )
+    lab.add_argument("--store", required=True, type=Path, help="the store folder")
+    lab.add_argument("--csv", required=True, type=Path, help="the corrections")
+    lab.set_defaults(func=cmd_label)
+
+    lst = sub.add_parser("list", help="counts by split, label and label source")
+    lst.add_argument("--store", required=True, type=Path, help="the store folder")
+    lst.add_argument("--json", action="store_true", help="print JSON")
+    lst.set_defaults(func=cmd_list)
+    return p
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """``footage import``."""
+    from inspector.footage.importers import import_footage
+    from inspector.footage.store import FootageStore
+
+    if not 0.0 <= args.heldout_percent <= 100.0:
+        raise InspectorError(f"--heldout-percent must be 0..100, got {args.heldout_percent}")
+    threshold = round(256 * args.heldout_percent / 100.0)
+    with FootageStore(args.store, create=True, heldout_threshold=threshold) as store:
+        report = import_footage(
+            store,
+            args.src,
+            args.format,
+            label=args.label,
+            manifest=args.manifest,
+            split=args.split,
+            images_root=args.images,
+            label_map=_label_map(args.label_map),
+            progress=not args.no_progress,
+        )
+        total = len(store)
+    for f, why in report.skipped[:50]:
+        print(f"skipped {f}: {why}")
+    if len(report.skipped) > 50:
+        print(f"... and {len(report.skipped) - 50} more skipped (see --json)")
+    print(f"import {args.format} {args.src}: {report.line()}; store holds {total} frames")
+    if args.json:
+        args.json.write_text(json.dumps(report.to_dict(), indent=2))
+    return 0
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    """``footage review``."""
+    from inspector.commands.camera import write_sheet
+    from inspector.footage.store import FootageStore
+
+    with FootageStore(args.store) as store:
+        if args.select == "uncertain":
+            if not args.model:
+                raise InspectorError("--select uncertain needs --model (the current model)")
+            from inspector.footage.retrain import select_uncertain
+            from inspector.runtime.backends import load_policy
+
+            policy = load_policy(args.model, allow_torch=True)
+            cands = [r for r in store.iter_records() if r.label_source != "operator"]
+            picked = [
+                (rec, f"uncertain: entropy {h:.3f}, max p {p:.2f}, says {v}")
+                for rec, h, p, v in select_uncertain(policy, store, cands, args.n)
+            ]
+            print(
+                f"{len(picked)} most uncertain of {len(cands)} frames not labelled by an operator"
+            )
+        else:
+            listed = store.needs_review(low_confidence=args.low_confidence)
+            picked = listed[: args.n]
+            print(
+                f"{len(listed)} frames need review"
+                + (f"; showing {args.n}" if len(listed) > args.n else "")
+            )
+        for rec, why in picked:
+            print(f"{rec.frame_id}  {rec.label or '-':<12} {rec.label_source or '-':<16} {why}")
+        if not picked:
+            return 0
+        sheet_dir = args.sheet_dir or (args.store / "review")
+        for b in range(0, len(picked), args.batch):
+            batch = picked[b : b + args.batch]
+            frames = []
+            for rec, why in batch:
+                fr = store.frame(rec)
+                # The sheet shows the short id (what an operator types back) and the reason.
+                fr.part_id = f"{rec.frame_id[:12]} {why.split(' (')[0]}"
+                frames.append(fr)
+            k = b // args.batch + 1
+            png = write_sheet(sheet_dir / f"review_{k:03d}.png", frames)
+            with open(sheet_dir / f"review_{k:03d}.csv", "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["frame_id", "label"])
+                for rec, _ in batch:
+                    w.writerow([rec.frame_id, rec.label or ""])
+            print(f"sheet: {png}")
+    return 0
+
+
+def read_label_csv(path: Path) -> tuple[list[tuple[int, str, str]], list[str]]:
+    """Rows ``(line, frame_id, label)`` of a corrections CSV, and the bad rows' messages.
+
+    :param path: the CSV (``frame_id,label``; a header line is optional).
+    :raises FootageError: the file cannot be read.
+    """
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise FootageError(f"label CSV {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FootageError(f"cannot read label CSV {path}: {exc}") from None
+    rows, bad = [], []
+    for n, row in enumerate(csv.reader(text.splitlines()), start=1):
+        cells = [c.strip() for c in row]
+        if not cells or all(not c for c in cells) or cells[0].startswith("#"):
+            continue
+        if n == 1 and cells[0].lower() == "frame_id":
+            continue
+        if len(cells) != 2:
+            bad.append(f"{path}:{n}: expected 2 columns frame_id,label, got {len(cells)}")
+            continue
+        fid, label = cells
+        if not label:
+            bad.append(f"{path}:{n}: empty label for {fid or '(no frame id)'}")
+        elif not LABEL_RE.match(label):
+            bad.append(f"{path}:{n}: bad label {label!r} (letters, digits, _ and -)")
+        else:
+            rows.append((n, fid, label))
+    return rows, bad
+
+
+def cmd_label(args: argparse.Namespace) -> int:
+    """``footage label``."""
+    from inspector.footage.store import FootageStore
+
+    rows, bad = read_label_csv(args.csv)
+    applied = unchanged = 0
+    unknown = []
+    with FootageStore(args.store) as store:
+        for n, ident, label in rows:
+            fid = store.resolve(ident)
+            if fid is None:
+                unknown.append(f"{args.csv}:{n}: unknown frame id {ident!r}")
+                continue
+            if store.set_label(fid, label, "operator", commit=False):
+                applied += 1
+            else:
+                unchanged += 1
+        store.commit()
+    for msg in bad + unknown:
+        print(msg)
+    print(
+        f"labels: {applied} applied, {unchanged} unchanged, {len(unknown)} unknown frame ids, "
+        f"{len(bad)} bad rows"
+    )
+    return 1 if bad or unknown else 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """``footage list``."""
+    from inspector.footage.store import FootageStore
+
+    with FootageStore(args.store) as store:
+        s = store.summary()
+        s["needs_review"] = len(store.needs_review())
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    print(f"store {args.store}: {s['frames']} frames")
+    print("splits: " + ", ".join(f"{k} {v}" for k, v in sorted(s["splits"].items())))
+    print("labels: " + ", ".join(f"{k} {v}" for k, v in sorted(s["labels"].items())))
+    print("label sources: " + ", ".join(f"{k} {v}" for k, v in sorted(s["label_sources"].items())))
+    print(f"need review: {s['needs_review']}")
+    return 0

@@ -1,0 +1,98 @@
+"""``inspector retrain``: fine-tune a model on a footage store; promote it only if it is better.
+
+``retrain --footage DIR --base MODEL --out DIR [--timesteps N] [--profile FILE]
+[--registry DIR] [--min-recall-delta D] [--max-false-alarm-delta D]``
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``retrain`` verb.
+
+    :param subparsers: the CLI's sub-parser collection.
+    """
+    p = subparsers.add_parser(
+        "retrain",
+        help="retrain a model on collected footage; promote it only when it is better",
+        description=(
+            "Fine-tune the base model on the footage store's train split (HybridPPO, the base "
+            "as initial weights and KL teacher), evaluate base and candidate on the held-out "
+            "frames, write retrain_report.json/.png, and export + register the candidate only "
+            "when its defect recall is not lower and its false-alarm rate not higher than the "
+            "base's (within the allowed deltas)."
+        ),
+    )
+    p.add_argument("--footage", required=True, type=Path, help="the footage store")
+    p.add_argument("--base", required=True, help="the base model (run directory or model.zip)")
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--timesteps", type=int, default=50_000, help="fine-tuning steps (50000)")
+    p.add_argument("--profile", type=Path, help="reward profile (default: the base's)")
+    p.add_argument("--config", type=Path, help="TrainConfig YAML")
+    p.add_argument(
+        "--registry", type=Path, default=Path("registry"), help="model registry (./registry)"
+    )
+    p.add_argument(
+        "--min-recall-delta",
+        type=float,
+        default=0.0,
+        help="candidate recall - base recall must be at least this (default 0)",
+    )
+    p.add_argument(
+        "--max-false-alarm-delta",
+        type=float,
+        default=0.0,
+        help="candidate false-alarm rate - base rate must be at most this (default 0)",
+    )
+    p.add_argument("--label-map", help="rename store labels for the profile, old:new,...")
+    p.add_argument("--seed", type=int, help="random seed (overrides the config)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_retrain)
+    return p
+
+
+def run_retrain(args: argparse.Namespace) -> int:
+    """Run ``retrain``; exit 0 when promoted, 1 when the gate refused."""
+    from inspector.commands.footage import _label_map
+    from inspector.errors import InspectorError
+    from inspector.footage.retrain import Gate, retrain
+    from inspector.train.config import TrainConfig
+
+    if args.timesteps < 1:
+        raise InspectorError(f"--timesteps must be positive, got {args.timesteps}")
+    cfg = TrainConfig.load(args.config) if args.config else TrainConfig()
+    if args.seed is not None:
+        cfg = cfg.replace(seed=args.seed)
+    report = retrain(
+        args.footage,
+        args.base,
+        args.out,
+        timesteps=args.timesteps,
+        profile=args.profile,
+        cfg=cfg,
+        registry=args.registry,
+        gate=Gate(args.min_recall_delta, args.max_false_alarm_delta),
+        label_map=_label_map(args.label_map),
+        progress=not args.no_progress,
+    )
+    view = report["comparison_view"]
+    b, c = report["base_metrics"][view], report["candidate_metrics"][view]
+    print(f"retrain: {report['initialisation']}")
+    shown = "per-class" if view == "full" else "ok vs defect"
+    print(f"held-out frames: {report['heldout_frames']} ({shown})")
+    for k in ("accuracy", "balanced_accuracy", "defect_recall", "false_alarm_rate"):
+        print(f"  {k:<18} base {_f(b.get(k))}  candidate {_f(c.get(k))}")
+    if report["promoted"]:
+        v = report.get("registry_version")
+        print(f"promoted: {report['onnx']}" + (f" -> registry version {v}" if v else ""))
+    else:
+        print("not promoted: " + "; ".join(report["gate"]["reasons"]))
+    print(f"report: {Path(args.out) / 'retrain_report.json'}")
+    return 0 if report["promoted"] else 1
+
+
+def _f(v: float | None) -> str:
+    return "  n/a" if v is None else f"{v:.3f}"

@@ -1,0 +1,334 @@
+"""Import footage into a store: station folders, class folders, mask pairs, CSV, VOC, COCO.
+
+The layouts are parsed by :mod:`inspector.annotations` (shared with the
+``folder`` camera); this module decodes each image, checks it against its
+mask and annotation, and adds it to the store. A corrupt image, a missing or
+mismatched mask, or a damaged annotation file is reported for that file and
+skipped; the import carries on and ends with a summary.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inspector.annotations import (
+    Record,
+    annotation_format,
+    apply_label_map,
+    manifest_in,
+    read_coco,
+    read_manifest,
+    read_voc_file,
+    scan_classes,
+    scan_masks,
+)
+from inspector.errors import FootageError
+from inspector.footage.store import FootageStore, frame_hash, to_gray
+from inspector.footage.writer import KIND, MARKER, RESULT_SUFFIX
+from inspector.imageio import read_image, read_mask
+
+#: Formats of ``footage import --format``.
+FORMATS: tuple[str, ...] = ("station", "folder", "masks", "csv", "voc", "coco")
+
+
+@dataclass
+class ImportReport:
+    """What an import did.
+
+    :param new: frames added.
+    :param present: frames already in the store, unchanged (also repeats within the import).
+    :param updated: frames already present that gained a label, mask, boxes or result.
+    :param skipped: ``(file, reason)`` for every file that was not imported.
+    """
+
+    new: int = 0
+    present: int = 0
+    updated: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    filtered: int = 0
+
+    def line(self) -> str:
+        """``12 new, 3 already present, 1 updated, 2 skipped``."""
+        s = f"{self.new} new, {self.present} already present"
+        if self.updated:
+            s += f", {self.updated} updated"
+        s += f", {len(self.skipped)} skipped"
+        if self.filtered:
+            s += f" ({self.filtered} rows outside the --split filter)"
+        return s
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "new": self.new,
+            "present": self.present,
+            "updated": self.updated,
+            "skipped": [{"file": f, "reason": r} for f, r in self.skipped],
+            "filtered": self.filtered,
+        }
+
+
+@dataclass
+class _Item:
+    """One thing to import: a parsed record, or a station frame with its result."""
+
+    record: Record
+    result: dict[str, Any] | None = None
+
+
+def _records_for(
+    src: Path,
+    fmt: str,
+    *,
+    label: str | None,
+    manifest: Path | None,
+    split: str | None,
+    images_root: Path | None,
+    report: ImportReport,
+) -> list[_Item]:
+    if fmt != "csv" and split is not None:
+        raise FootageError("--split filters manifest rows; it needs --format csv")
+    if label is not None and fmt != "masks":
+        raise FootageError(f"--label is for --format masks; {fmt} brings its own labels")
+    if fmt == "station":
+        return _station_items(src, report)
+    if fmt == "folder":
+        _need_dir(src, fmt)
+        recs = scan_classes(src)
+    elif fmt == "masks":
+        _need_dir(src, fmt)
+        if manifest is not None:
+            by_image = {r.image.resolve(): r.label for r in read_manifest(manifest, root=src)}
+            recs = [
+                Record(image=r.image, label=by_image.get(r.image.resolve(), label), mask=r.mask)
+                for r in scan_masks(src)
+            ]
+        else:
+            recs = scan_masks(src, label=label)
+    elif fmt == "csv":
+        path = src
+        if src.is_dir():
+            found = manifest_in(src)
+            if found is None:
+                raise FootageError(f"--format csv: no manifest.csv or splits.csv in {src}")
+            path = found
+        root = images_root if images_root is not None else path.parent
+        all_rows = read_manifest(path, root=root)
+        recs = [r for r in all_rows if split is None or r.split == split]
+        report.filtered = len(all_rows) - len(recs)
+        if split is not None and not recs:
+            known = ", ".join(sorted({r.split for r in all_rows if r.split})) or "none"
+            raise FootageError(f"{path} has no rows of split {split!r}; splits: {known}")
+    elif fmt == "voc":
+        recs = _voc_records(src, images_root, report)
+    elif fmt == "coco":
+        path = src
+        if src.is_dir():
+            cands = [src / "annotations.json", *sorted(src.glob("instances*.json"))]
+            path = next((c for c in cands if c.is_file()), src / "annotations.json")
+        if path.exists() and annotation_format(path) != "coco":
+            raise FootageError(f"{path} is not COCO JSON")
+        recs = read_coco(path, images_root=images_root)
+    else:
+        raise FootageError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}")
+    return [_Item(r) for r in recs]
+
+
+def _need_dir(src: Path, fmt: str) -> None:
+    if not src.is_dir():
+        what = "is not a folder" if src.exists() else "does not exist"
+        raise FootageError(f"--format {fmt}: {src} {what}")
+
+
+def _voc_records(src: Path, images_root: Path | None, report: ImportReport) -> list[Record]:
+    """VOC files one by one, so that one broken XML is reported and skipped, not fatal."""
+    if src.is_file():
+        files = [src]
+    elif src.is_dir():
+        ann = src / "Annotations"
+        if not any(src.glob("*.xml")) and ann.is_dir():
+            images_root = images_root if images_root is not None else src / "JPEGImages"
+            src = ann
+        files = sorted(src.glob("*.xml"))
+        if not files:
+            raise FootageError(f"no VOC *.xml files in {src}")
+    else:
+        raise FootageError(f"--format voc: {src} does not exist")
+    out = []
+    for f in files:
+        try:
+            out.append(read_voc_file(f, images_root=images_root))
+        except FootageError as exc:
+            report.skipped.append((str(f), str(exc).removeprefix(f"{f}: ")))
+    return out
+
+
+def _station_items(src: Path, report: ImportReport) -> list[_Item]:
+    """A station folder written by :class:`inspector.footage.writer.FootageWriter`."""
+    _need_dir(src, "station")
+    marker = src / MARKER
+    if marker.is_file():
+        try:
+            kind = json.loads(marker.read_text(encoding="utf-8")).get("kind")
+        except (ValueError, AttributeError, OSError):
+            kind = None
+        if kind != KIND:
+            raise FootageError(f"{marker}: not a station footage folder (kind {kind!r})")
+    elif not (src / "frames").is_dir():
+        raise FootageError(f"{src}: not a station footage folder (no {MARKER}, no frames/)")
+    items = []
+    frames = src / "frames"
+    results = {p.name[: -len(RESULT_SUFFIX)]: p for p in frames.glob("*/*" + RESULT_SUFFIX)}
+    for png in sorted(frames.glob("*/*.png")):
+        if png.name.startswith("."):
+            continue  # a temporary file of a write in progress
+        fid = png.stem
+        res = results.pop(fid, None)
+        if res is None:
+            report.skipped.append((str(png), f"no {RESULT_SUFFIX} beside it (unmatched frame)"))
+            continue
+        try:
+            doc = json.loads(res.read_text(encoding="utf-8"))
+            if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(
+                "inspector.result/"
+            ):
+                raise ValueError("not an inspector.result document")
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            report.skipped.append((str(res), f"damaged result JSON ({exc})"))
+            continue
+        items.append(_Item(Record(image=png), result=doc))
+    for fid, res in sorted(results.items()):
+        report.skipped.append((str(res), f"its frame {fid}.png is missing (unmatched result)"))
+    return items
+
+
+def import_footage(
+    store: FootageStore,
+    src: str | Path,
+    fmt: str,
+    *,
+    label: str | None = None,
+    manifest: str | Path | None = None,
+    split: str | None = None,
+    images_root: str | Path | None = None,
+    label_map: Mapping[str, str] | None = None,
+    progress: bool = True,
+) -> ImportReport:
+    """Import ``src`` in format ``fmt`` into ``store``.
+
+    :param store: the target store.
+    :param src: the folder, manifest or annotation file.
+    :param fmt: one of :data:`FORMATS`.
+    :param label: the label of every image (``masks``; e.g. ``fray`` for ``MT_Fray/Imgs``).
+    :param manifest: a CSV giving labels for ``masks`` pairs.
+    :param split: import only manifest rows of this split (``csv``); the store's own
+        held-out split is still by hash, the row's split is kept as provenance.
+    :param images_root: where images are when not beside their annotations.
+    :param label_map: rename labels (``free`` -> ``ok``).
+    :param progress: show a tqdm bar.
+    :raises FootageError: the source cannot be read at all (a missing folder, a manifest
+        without an ``image`` column, a COCO file that is not COCO).
+    """
+    src = Path(src).expanduser()
+    if fmt not in FORMATS:
+        raise FootageError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}")
+    report = ImportReport()
+    items = _records_for(
+        src,
+        fmt,
+        label=label,
+        manifest=Path(manifest) if manifest is not None else None,
+        split=split,
+        images_root=Path(images_root) if images_root is not None else None,
+        report=report,
+    )
+    if label_map:
+        mapped = apply_label_map([it.record for it in items], label_map)
+        items = [_Item(r, it.result) for r, it in zip(mapped, items)]
+    seen: set[str] = set()
+    for n, item in enumerate(_progress(items, progress, fmt)):
+        _import_one(store, item, fmt, src, report, seen)
+        if n % 200 == 199:
+            store.commit()
+    store.commit()
+    return report
+
+
+def _progress(items: list[_Item], on: bool, fmt: str) -> Iterable[_Item]:
+    if not on or len(items) < 50:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=f"import {fmt}", unit="frame", ncols=100)
+
+
+def _import_one(
+    store: FootageStore,
+    item: _Item,
+    fmt: str,
+    src: Path,
+    report: ImportReport,
+    seen: set[str],
+) -> None:
+    rec = item.record
+    where = str(rec.image)
+    img, why = read_image(rec.image, grayscale=True)
+    if img is None:
+        report.skipped.append((where, why or "unreadable"))
+        return
+    h, w = img.shape[:2]
+    if rec.size is not None and tuple(rec.size) != (w, h):
+        report.skipped.append(
+            (where, f"annotation says {rec.size[0]}x{rec.size[1]}, the image is {w}x{h}")
+        )
+        return
+    mask = None
+    if rec.mask is not None:
+        mask, why = read_mask(rec.mask)
+        if mask is None:
+            report.skipped.append((where, f"its mask {rec.mask}: {why}"))
+            return
+        if mask.shape[:2] != (h, w):
+            report.skipped.append(
+                (where, f"its mask {rec.mask} is {mask.shape[1]}x{mask.shape[0]}, image {w}x{h}")
+            )
+            return
+    boxes = tuple(b for b in rec.boxes if b.x0 < w and b.y0 < h)
+    gray = to_gray(img)
+    fid = frame_hash(gray)
+    if item.result is not None and fmt == "station" and Path(where).stem != fid:
+        # The station names its frames by hash: a mismatch means the PNG was altered.
+        report.skipped.append((where, "content does not match its frame id (altered file)"))
+        return
+    if fid in seen:
+        report.present += 1
+        return
+    seen.add(fid)
+    try:
+        rel = rec.image.relative_to(src if src.is_dir() else src.parent).as_posix()
+    except ValueError:
+        rel = str(rec.image)
+    outcome = store.add(
+        gray,
+        label=rec.label,
+        label_source="import" if rec.label is not None else None,
+        mask=mask,
+        boxes=boxes,
+        source_file=rel,
+        source_format=fmt,
+        source_root=str(src.resolve()),
+        source_split=rec.split,
+        result=item.result,
+        frame_id=fid,
+        commit=False,
+    )
+    if outcome.status == "new":
+        report.new += 1
+    elif outcome.status == "updated":
+        report.updated += 1
+    else:
+        report.present += 1

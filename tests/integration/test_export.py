@@ -1,0 +1,148 @@
+"""Export: ONNX parity with torch on recorded episodes, int8 agreement, refusal, same actions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from inspector.env import InspectionEnv
+from inspector.errors import ModelError
+from inspector.export.onnx import compare, export_onnx, record_observations
+from inspector.runtime.agent import run_episode
+from inspector.runtime.backends import load_policy
+from inspector.runtime.onnx_backend import OrtPolicy
+from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
+from inspector.scan import STOP, Scanner
+
+ROOT = Path(__file__).resolve().parents[2]
+SYN = {"size": 128, "invisible_at": 32, "point_size": "1,1"}
+
+
+def tiny_run(tmp: Path, profile: str, camera: str, params: dict[str, str]) -> Path:
+    cfg = tmp / "cfg.yaml"
+    cfg.write_text(
+        "n_envs: 1\nn_steps: 64\nbatch_size: 64\nn_epochs: 1\nfinal_eval_episodes: 0\n"
+        "bc_samples: 256\nbc_epochs: 2\n"
+    )
+    out = tmp / "run"
+    args = [sys.executable, str(ROOT / "main.py"), "train", "--profile", profile]
+    args += ["--camera", camera, "--timesteps", "64", "--out", str(out), "--config", str(cfg)]
+    for k, v in params.items():
+        args += ["--param", f"{k}={v}"]
+    proc = subprocess.run(args + ["--no-progress"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def syn_run(tmp_path_factory) -> Path:
+    return tiny_run(
+        tmp_path_factory.mktemp("syn"), "reward_profiles/lcd_panel.yaml", "synthetic", SYN
+    )
+
+
+def test_onnx_graph_checks_and_carries_metadata(syn_run, tmp_path):
+    path = export_onnx(syn_run, tmp_path / "m.onnx")
+    m = onnx.load(str(path))
+    onnx.checker.check_model(m)
+    assert m.opset_import[0].version >= 17
+    props = {p.key: json.loads(p.value) for p in m.metadata_props}
+    assert props["inspector.classes"] == ["ok", "line", "point"]
+    assert props["inspector.scan"]["glimpse"] == 32
+    assert props["inspector.profile_name"] == "lcd_panel"
+    assert len(props["inspector.profile_sha256"]) == 64
+    assert len(props["inspector.model_sha256"]) == 64
+    assert props["inspector.exporter_version"]
+    # dynamic batch axis
+    dim = m.graph.input[0].type.tensor_type.shape.dim[0]
+    assert dim.dim_param
+
+
+def _parity(run: Path, tmp: Path, camera: str, params: dict):
+    model, profile, sha = load_trained(run)
+    torch_pol = TorchPolicy(model, meta_for_model(model, profile, sha))
+    ort_pol = OrtPolicy(export_onnx(run, tmp / "p.onnx"))
+    obs = record_observations(torch_pol, camera, params, 1000)
+    return compare(torch_pol, ort_pol, obs)
+
+
+def test_onnx_matches_torch_on_1000_synthetic_observations(syn_run, tmp_path):
+    r = _parity(syn_run, tmp_path, "synthetic", SYN)
+    assert r["observations"] == 1000
+    assert r["max_abs_diff_action_logits"] < 1e-4
+    assert r["max_abs_diff_class_probs"] < 1e-4
+    assert r["max_abs_diff_value"] < 1e-4
+    assert r["action_agreement"] == 1.0
+
+
+def test_onnx_matches_torch_on_1000_magnetic_tile_observations(magnetic_tile, tmp_path):
+    params = {"path": str(magnetic_tile), "manifest": "splits.csv", "split": "val"}
+    run = tiny_run(tmp_path, "reward_profiles/magnetic_tile.yaml", "folder", params)
+    r = _parity(run, tmp_path, "folder", params)
+    assert r["observations"] == 1000
+    assert r["max_abs_diff_action_logits"] < 1e-4
+    assert r["action_agreement"] == 1.0
+
+
+def test_int8_export_reports_agreement_and_accuracy_change(syn_run, tmp_path):
+    out = tmp_path / "q.onnx"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "main.py"),
+            "export",
+            str(syn_run),
+            "--out",
+            str(out),
+            "--int8",
+            "--observations",
+            "300",
+            "--eval-episodes",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(out.with_suffix(".export.json").read_text())
+    assert 0.0 <= rep["int8_vs_fp32"]["action_agreement"] <= 1.0
+    assert "change" in rep["eval_accuracy"]
+    assert "int8 action agreement" in proc.stdout
+    assert OrtPolicy(out).meta.classes == ("ok", "line", "point")
+
+
+def test_station_backends_refuse_trained_zip_files(syn_run):
+    with pytest.raises(ModelError, match="export first"):
+        load_policy(syn_run / "model.zip")
+    with pytest.raises(ModelError, match="unknown model kind"):
+        load_policy(syn_run / "config.yaml")
+
+
+def test_env_with_torch_and_station_path_with_onnx_take_the_same_actions(syn_run, tmp_path):
+    model, profile, sha = load_trained(syn_run)
+    torch_pol = TorchPolicy(model, meta_for_model(model, profile, sha))
+    ort_pol = load_policy(export_onnx(syn_run, tmp_path / "s.onnx"))
+    env = InspectionEnv(profile, "synthetic", SYN)
+    for seed in range(5):
+        obs, _ = env.reset(seed=seed)
+        env_actions = []
+        for _ in range(profile.step_budget):
+            a, probs = torch_pol.act(obs)
+            env_actions.append(a)
+            v = profile.classes.index(torch_pol.verdict(probs))
+            obs, _, term, trunc, _ = env.step([a, v])
+            if term or trunc:
+                break
+        scanner = Scanner(profile.scan, profile.step_budget)
+        d = run_episode(ort_pol, scanner, env.frame.image, profile.step_budget)
+        assert d.actions == env_actions
+        if env_actions[-1] == STOP:
+            assert d.stopped
+        assert np.isfinite(d.probabilities).all()

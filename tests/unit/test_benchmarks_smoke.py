@@ -1,0 +1,108 @@
+"""The benchmark scripts run end to end at a tiny size and produce positive figures.
+
+Speed itself is never asserted here (it is measured by the scripts, as ratios in
+one run); these tests only keep the measuring code from rotting. They call each
+script's ``measure`` and ``report`` and never write docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from inspector.train.config import TrainConfig
+
+TINY = TrainConfig(
+    n_envs=2,
+    n_steps=16,
+    batch_size=16,
+    n_epochs=1,
+    cnn_channels=4,
+    features_dim=16,
+    net_arch=[16],
+    bc_samples=0,
+)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """One torch thread, as the scripts use: tiny nets gain nothing from more."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _positive(*values: float) -> None:
+    for v in values:
+        assert math.isfinite(v) and v > 0, v
+
+
+def test_env_benchmark_measures_env_and_baseline():
+    from benchmarks import env
+
+    b = env.measure(size=128, n_steps=150, repeats=1, n_frames=3)
+    _positive(
+        b.synthetic, b.prerendered, b.step_only, b.reset_per_episode, b.frame_per_episode, b.bare
+    )
+    assert b.episodes >= 1
+    body, _ok = env.report(b, "test", None)
+    assert "steps/s" in body
+
+
+def test_env_benchmark_replays_the_envs_crops():
+    from benchmarks import env
+    from inspector.env import InspectionEnv
+
+    e = InspectionEnv(env.PROFILE, "synthetic", {"size": 128, "seed": 0})
+    actions = env.random_actions(60, len(e.classes))
+    crops = env.record_crops(e, actions)
+    # One crop per reset at least, and every crop lies inside the frame.
+    assert sum(c[1] for c in crops) >= 1
+    assert all(0 <= x0 < x1 <= 128 and 0 <= y0 < y1 <= 128 for _, _, x0, y0, x1, y1 in crops)
+
+
+def test_rrm_benchmark_times_every_method_and_the_update():
+    from benchmarks import rrm
+
+    b = rrm.measure(n_steps=16, n_envs=2, repeats=1, inner=1, size=128, cfg=TINY)
+    assert set(b.pipeline) == {"none", *rrm.METHODS}
+    _positive(b.update, b.collect, *b.pipeline.values(), *(b.ratio(m) for m in rrm.METHODS))
+    body, _ok = rrm.report(b, TINY)
+    assert "learned" in body
+
+
+def test_training_benchmark_times_both_learners():
+    from benchmarks import training
+
+    b = training.measure(timesteps=32, repeats=1, size=128, cfg=TINY)
+    _positive(b.hybrid, b.plain, b.ratio)
+    body, _ok = training.report(b, TINY)
+    assert "plain SB3 PPO" in body
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_inference_benchmark_times_every_backend(tmp_path):
+    from benchmarks import inference
+
+    b = inference.measure(
+        tmp_path,
+        train_steps=32,
+        n_glimpse=10,
+        n_parts=2,
+        n_obs=16,
+        size=128,
+        cfg=TINY,
+        thread_modes=(1,),
+    )
+    assert [x.name for x in b.backends] == ["torch eager", "ORT fp32", "ORT int8"]
+    for x in b.backends:
+        _positive(*x.glimpse, *x.part, *x.worst)
+        assert all(1 <= s <= b.budget for s in x.part_steps)
+    assert 0.0 <= b.agreement["action_agreement"] <= 1.0
+    assert b.agreement["observations"] == 16
+    body, _ok = inference.report(b)
+    assert "int8" in body

@@ -1,0 +1,154 @@
+"""The magnetic-tile quality benchmark's building blocks, on a handful of frames.
+
+No quality or timing thresholds: these keep the measuring code honest (tile
+geometry, tile labels, threshold choice, metrics, resumable agent chunks), not
+the figures it measures.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks import quality_magnetic_tile as q
+
+CLASSES = ["free", "blowhole", "break", "crack", "fray", "uneven"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(h=st.integers(1, 700), w=st.integers(1, 700))
+def test_tiles_cover_every_pixel_and_stay_inside(h, w):
+    origins = q.tile_origins(h, w)
+    seen = np.zeros((max(h, q.TILE), max(w, q.TILE)), dtype=bool)
+    for y, x in origins:
+        assert 0 <= y and 0 <= x
+        assert y + q.TILE <= max(h, q.TILE) and x + q.TILE <= max(w, q.TILE)
+        seen[y : y + q.TILE, x : x + q.TILE] = True
+    assert seen[:h, :w].all()
+    # No more tiles than ceil(side / tile) per axis: exhaustive, not wasteful.
+    assert len(origins) <= -(-max(h, 1) // q.TILE) * -(-max(w, 1) // q.TILE)
+    tiles, pf = q.frame_tiles(np.zeros((h, w), dtype=np.uint8))
+    assert tiles.shape == (len(origins), q.TILE, q.TILE)
+    assert pf >= 1.0
+
+
+def test_tile_labels_follow_the_mask():
+    img = np.full((64, 96), 100, dtype=np.uint8)
+    mask = np.zeros((64, 96), dtype=bool)
+    mask[5:9, 40:44] = True  # 16 pixels inside tile (0, 32)
+    mask[40, 70] = True  # one pixel: a sliver, left out
+    x, y = q.tile_dataset(
+        [q.Sample(img, mask, "crack")], CLASSES, "free", np.random.default_rng(0), jitter=0
+    )
+    # 6 grid tiles: one crack tile, one ambiguous (dropped), four free.
+    assert len(x) == 5
+    assert sorted(y.tolist()) == [0, 0, 0, 0, CLASSES.index("crack")]
+    free = q.Sample(img, np.zeros_like(mask), "free")
+    _, yf = q.tile_dataset([free], CLASSES, "free", np.random.default_rng(0))
+    assert (yf == 0).all() and len(yf) == 6
+
+
+def test_threshold_and_verdicts():
+    sc = {
+        "score": np.array([0.1, 0.2, 0.8, 0.9]),
+        "cls": np.array([1, 1, 3, 1]),
+        "pixel_fraction": np.ones(4),
+    }
+    labels = ["free", "free", "crack", "blowhole"]
+    thr, bal = q.pick_threshold(sc, labels, CLASSES, "free")
+    assert 0.2 <= thr < 0.8 and bal == 1.0
+    assert q.tiling_verdicts(sc, thr, CLASSES, "free") == labels
+    m = q.frame_metrics(CLASSES, "free", labels, ["free", "crack", "crack", "free"], [1.0] * 4)
+    assert m["false_alarm_rate"] == 0.5 and m["defect_recall"] == 0.5
+    assert m["pixel_fraction"] == 1.0
+    assert q.goals_met(m) == {
+        "defect_recall": False,
+        "false_alarm_rate": False,
+        "balanced_accuracy": False,
+    }
+    # A perfect result meets every goal (no false alarm at all is a rate of 0, not missing).
+    perfect = q.frame_metrics(CLASSES, "free", labels, labels, [1.0] * 4)
+    assert all(q.goals_met(perfect).values())
+
+
+@pytest.fixture(scope="module")
+def handful(magnetic_tile):
+    val = q.load_split(magnetic_tile, "val")
+    free = [s for s in val if s.label == "free"][:3]
+    bad = [s for s in val if s.label != "free"][:3]
+    return free + bad
+
+
+def test_baselines_run_end_to_end(handful):
+    import torch
+
+    torch.set_num_threads(1)
+    assert {s.label for s in handful} > {"free"}
+    assert all(s.mask is not None and s.mask.shape == s.image.shape for s in handful)
+    t = q.run_tiling(handful, handful, handful, 1.0, 0, CLASSES, "free", channels=4)
+    assert t["test"]["episodes"] == len(handful)
+    assert t["test"]["pixel_fraction"] >= 1.0
+    assert t["fit"]["iterations"] > 0 and t["fit"]["history"]
+    assert sum(t["train_tiles"].values()) > len(handful)
+    f = q.run_fullframe(handful, handful, handful, 0.5, 0, CLASSES, "free", channels=4)
+    assert f["test"]["episodes"] == len(handful)
+    assert f["test"]["pixel_fraction"] == 0.0
+    text = q.report({"tiling": q._public(t), "fullframe": q._public(f)}, "test", CLASSES, "free")
+    assert "exhaustive tiling" in text and "full-frame" in text
+
+
+def test_agent_chunks_resume_and_report(magnetic_tile, tmp_path):
+    import torch
+
+    torch.set_num_threads(1)
+    cfg = q.agent_config(
+        0,
+        n_envs=1,
+        n_steps=32,
+        batch_size=32,
+        n_epochs=1,
+        cnn_channels=4,
+        features_dim=16,
+        bc_samples=32,
+        bc_epochs=1,
+    )
+    kw = dict(first_chunk=32, cfg=cfg, val_episodes=1, test_episodes=3)
+    r = q.run_agent(magnetic_tile, 1e-3, 0, tmp_path, **kw)
+    assert r["steps"] == 32 and len(r["history"]) == 1
+    assert r["test"]["episodes"] == 3
+    assert (tmp_path / "best" / "model.zip").is_file()
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["steps"] == 32
+    # Budget spent: a second call resumes, trains nothing more, and reports the same run.
+    again = q.run_agent(magnetic_tile, 1e-3, 0, tmp_path, **kw)
+    assert again["steps"] == 32 and len(again["history"]) == 1
+    text = q.report({"agent": r}, "test", CLASSES, "free")
+    assert "Agent diagnosis" in text
+
+
+def test_report_calls_few_pixels_hollow_when_quality_is_missed():
+    labels = ["free", "free", "crack", "blowhole"]
+
+    def result(verdicts, pf):
+        m = q.frame_metrics(CLASSES, "free", labels, verdicts, [pf] * 4)
+        return {"budget_s": 1.0, "spent_s": 1.0, "test": m}
+
+    tiling = {**result(labels, 1.1), "tiles_per_frame": 6.0, "threshold": 0.5}
+    tiling["fit"] = {"samples_seen": 1, "best_at_s": 0.0}
+    tiling["train_tiles"] = {}
+    run = {"steps": 512, "train_s": 1.0, "steps_per_s": 512.0, "history": []}
+
+    def agent(verdicts, pf):
+        r = {**result(verdicts, pf), **run}
+        r["best_val"] = {"steps": 512, "balanced_accuracy": r["test"]["balanced_accuracy"]}
+        return r
+
+    blind = {"tiling": tiling, "agent": agent(["free"] * 4, 0.0)}
+    assert "hollow" in q.report(blind, "test", CLASSES, "free").split("Agent diagnosis")[0]
+    good = {"tiling": tiling, "agent": agent(labels, 0.11)}
+    text = q.report(good, "test", CLASSES, "free")
+    assert "pixels 10.00% of tiling's (met)" in text
