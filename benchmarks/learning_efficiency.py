@@ -116,14 +116,26 @@ def run_one(arm: str, seed: int, budget: int, eval_every: int, eval_parts: int, 
         )
     meta = meta_for_model(model, prof)
     curve = []
+    # The full stack clones the scripted teacher first; those env steps count.
+    offset = 0
+    if arm == "e" and cfg.bc_samples > 0:
+        from inspector.train.pretrain import behaviour_clone, collect_teacher_samples
+
+        offset = min(cfg.bc_samples, budget // 2)
+        data = collect_teacher_samples(
+            lambda: InspectionEnv(prof, "synthetic", {**CAMERA, "seed": seed}, teacher=True),
+            offset,
+            seed=seed,
+        )
+        behaviour_clone(model, data, epochs=cfg.bc_epochs, lr=cfg.bc_lr)
 
     class Eval(BaseCallback):
         def __init__(self):
             super().__init__()
-            self.next = eval_every
+            self.next = offset + eval_every
 
         def _on_rollout_start(self) -> None:
-            if self.num_timesteps >= self.next:
+            if self.num_timesteps + offset >= self.next:
                 self.next += eval_every
                 curve.append(do_eval(self.num_timesteps))
 
@@ -134,7 +146,7 @@ def run_one(arm: str, seed: int, budget: int, eval_every: int, eval_parts: int, 
         pol = TorchPolicy(model, meta)
         m, _ = evaluate(pol, "synthetic", {**CAMERA, "seed": 10_000 + seed}, eval_parts)
         return {
-            "steps": int(steps),
+            "steps": int(steps) + offset,
             "accuracy": m["accuracy"],
             "per_class_recall": m["per_class_recall"],
             "mean_steps": m["mean_steps"],
@@ -142,9 +154,18 @@ def run_one(arm: str, seed: int, budget: int, eval_every: int, eval_parts: int, 
         }
 
     t0 = time.time()
-    model.learn(budget, callback=Eval())
+    if offset:
+        curve.append(do_eval(0))
+    model.learn(budget - offset, callback=Eval())
     curve.append(do_eval(model.num_timesteps))
-    return {"arm": arm, "seed": seed, "budget": budget, "curve": curve, "wall_s": time.time() - t0}
+    return {
+        "arm": arm,
+        "seed": seed,
+        "budget": budget,
+        "bc_samples": offset,
+        "curve": curve,
+        "wall_s": time.time() - t0,
+    }
 
 
 def steps_to(curve: list[dict], target: float) -> int | None:
@@ -205,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arms", default="abcdef", help="which arms to run (default all)")
     ap.add_argument("--target", type=float, default=0.9, help="accuracy target (default 0.9)")
     ap.add_argument("--force", action="store_true", help="rerun results that exist")
+    ap.add_argument(
+        "--report-only", action="store_true", help="write the table from the saved runs only"
+    )
     args = ap.parse_args(argv)
     seeds = args.seeds or (1 if args.quick else 5)
     budget = args.budget or (6144 if args.quick else 30_000)
@@ -220,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             if path.exists() and not args.force:
                 results.append(json.loads(path.read_text()))
                 continue
+            if args.report_only:
+                continue
             print(f"arm {arm} seed {seed}: training {budget} steps", flush=True)
             r = run_one(arm, seed, budget, eval_every, eval_parts, n_envs=4)
             path.write_text(json.dumps(r, indent=1))
@@ -230,15 +256,21 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             results.append(r)
+    if not results:
+        print("no saved runs to report", file=sys.stderr)
+        return 1
+    seeds_done = {a: sum(r["arm"] == a for r in results) for a in args.arms}
     body, med = summarise(results, args.target, budget)
     notes = [
         "",
         f"Task: synthetic panels {CAMERA['size']}x{CAMERA['size']}, 1-px points invisible at the"
         f" {CAMERA['invisible_at']}-px overview (`invisible_at={CAMERA['invisible_at']}`),"
         " glimpse 32, 3 zoom levels, step budget 12 (reward_profiles/lcd_panel.yaml scan).",
-        f"Mode: {mode}; {seeds} seed(s) per arm; {budget:,} env steps per run; evaluation every"
+        f"Mode: {mode}; seeds per arm: {seeds_done}; {budget:,} env steps per run; evaluation every"
         f" {eval_every:,} steps on {eval_parts} fixed parts (deterministic policy). Runs that never"
-        " reached the target count as the budget ('(cap)').",
+        " reached the target count as the budget ('(cap)'). Arm (e) first behaviour-clones the"
+        " scripted teacher on its own env steps (counted in its step numbers, taken from the"
+        " same budget).",
     ]
     if "a" in med and "e" in med:
         notes.append(
