@@ -45,6 +45,9 @@ class HybridPPO(PPO):
     :param teacher_smoothing: label smoothing of the scripted teacher's one-hot target.
     """
 
+    #: Default after loading: the teacher is not saved with the model (see below).
+    teacher: Any = None
+
     def __init__(
         self,
         *args: Any,
@@ -67,6 +70,10 @@ class HybridPPO(PPO):
             log.warning("no teacher given: the KL weight w_kd=%.3g is set to 0", self.w_kd)
             self.w_kd = 0.0
         super().__init__(*args, **kwargs)
+
+    def _excluded_save_params(self) -> list[str]:
+        # A teacher policy would be pickled into every checkpoint; callers pass it again.
+        return [*super()._excluded_save_params(), "teacher"]
 
     # -- collection hooks -------------------------------------------------------------
     def _setup_learn(self, *args: Any, **kwargs: Any):  # type: ignore[override]
