@@ -180,16 +180,19 @@ class Scanner:
         """Take the glimpse at the current viewport and push it into memory."""
         x0, y0, x1, y1 = self.rect
         g = self.settings.glimpse
+        h, w = self.image.shape[:2]
         crop = self.image[y0:y1, x0:x1]
         if self._glimpses.shape[0] > 1:
             self._glimpses[1:] = self._glimpses[:-1].copy()
             self._mem_geom[1:] = self._mem_geom[:-1].copy()
         if crop.shape[0] == g and crop.shape[1] == g:
             self._glimpses[0] = crop
+        elif (x1 - x0, y1 - y0) == (w, h) and g == self.settings.overview:
+            # The whole frame at glimpse size is the overview: do not resize it twice.
+            self._glimpses[0] = self._overview[0]
         else:
             interp = cv2.INTER_AREA if crop.shape[0] >= g else cv2.INTER_LINEAR
             self._glimpses[0] = cv2.resize(crop, (g, g), interpolation=interp)
-        h, w = self.image.shape[:2]
         self._mem_geom[0] = (
             x0 / w,
             y0 / h,
