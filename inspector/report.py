@@ -52,11 +52,12 @@ def plot_eval(result: Mapping[str, Any], kept: list, out: Path) -> None:
             ax.text(j, i, str(conf[i, j]), ha="center", va="center", fontsize=8)
     ax.set_title(f"acc {result['accuracy']:.2f}, bal {result['balanced_accuracy']:.2f}")
     cols = max(1, (n_ex + 1) // 2)
+    scan = result.get("scan") or {}
+    levels, glimpse = int(scan.get("zoom_levels", 3)), int(scan.get("glimpse", 32))
     for k, (frame, d) in enumerate(kept[:n_ex]):
         r, c = divmod(k, cols)
         axk = fig.add_subplot(2, 1 + cols, r * (1 + cols) + c + 2)
-        levels = max([p.zoom for p in d.path] + [1]) + 1
-        draw_path(axk, frame.gray, d.path, levels=levels, glimpse=32)
+        draw_path(axk, frame.gray, d.path, levels=levels, glimpse=glimpse)
         truth = frame.truth.label if frame.truth else "?"
         axk.set_title(f"{truth} -> {d.verdict} ({d.steps})", fontsize=8)
     fig.tight_layout()

@@ -29,6 +29,7 @@ from typing import Any, Protocol, TextIO
 import numpy as np
 
 from inspector.errors import InspectorError, ModelError, StationError
+from inspector.footage_hash import sha256_file
 from inspector.runtime.agent import run_episode
 from inspector.runtime.camera_feed import (
     CameraEnded,
@@ -44,7 +45,6 @@ from inspector.runtime.station_config import (
     StationConfig,
     check_profile,
     load_station_policy,
-    sha256_file,
 )
 
 log = logging.getLogger(__name__)

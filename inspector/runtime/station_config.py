@@ -11,7 +11,6 @@ lists the allowed ones. Command-line flags override after loading
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -385,15 +384,6 @@ def apply_overrides(
 
 
 # -- what the config names: the model and its profile --------------------------------------
-def sha256_file(path: str | Path) -> str:
-    """sha256 of a file's bytes (symlinks followed: the engine in use)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def load_station_policy(section: ModelSection) -> Any:
     """Load the policy named by ``model`` (``.zip`` and pickles refused: export first).
 

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import InspectorError
-from inspector.footage_hash import sha256_file
 from inspector.profile import Profile, load_profile
 from inspector.scan import ACTIONS
 from inspector.train.config import TrainConfig
@@ -354,8 +353,3 @@ def evaluate_run(out: Path, camera: str, params: Mapping[str, Any], cfg: TrainCo
     result["scan"] = dict(policy.meta.scan)
     write_report(result, kept, out / "report.json", out / "report.png")
     return result
-
-
-def model_sha(path: Path) -> str:
-    """sha256 of a model file."""
-    return sha256_file(path)
