@@ -93,8 +93,10 @@ class InspectionEnv(gym.Env):
     :param camera_params: parameters of the driver (strings are converted).
     :param frame_indices: fixed frames to cycle through (evaluation), default random.
     :param require_truth: refuse frames without a label (training needs them).
-    :param teacher: also report the privileged scripted teacher's action for the next
-        observation (``info["teacher"]`` at reset, ``info["teacher_next"]`` per step).
+    :param teacher: also report the scripted teacher's action for the next observation
+        (``info["teacher"]`` at reset, ``info["teacher_next"]`` per step); see
+        :class:`inspector.train.teacher.ScriptedTeacher`.
+    :param teacher_search_level: the zoom level the teacher searches at (-1: native).
     :param render_mode: ``rgb_array`` draws the frame with the viewport.
     """
 
@@ -108,6 +110,7 @@ class InspectionEnv(gym.Env):
         frame_indices: Sequence[int] | None = None,
         require_truth: bool = True,
         teacher: bool = False,
+        teacher_search_level: int = -1,
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
@@ -119,8 +122,8 @@ class InspectionEnv(gym.Env):
         self.source = FrameSource(self.driver, frame_indices)
         self.require_truth = require_truth
         self.teacher = teacher
-        self._target: tuple[float, float] | None = None
-        self._ok_plan: list[int] = []
+        self._teacher: Any = None
+        self.teacher_search_level = int(teacher_search_level)
         self.render_mode = render_mode
         self.classes = p.classes
         self.class_index = {c: i for i, c in enumerate(p.classes)}
@@ -185,10 +188,23 @@ class InspectionEnv(gym.Env):
         return float(self.profile.rrm.shaping.scale * self.potential.potential(ctx))
 
     def teacher_action(self) -> int:
-        """The privileged scripted teacher's action in the current state."""
-        from inspector.train.teacher import scripted_action
+        """The scripted teacher's action in the current state (``teacher=True`` only)."""
+        if self._teacher is None:
+            raise InspectorError("teacher_action() needs InspectionEnv(..., teacher=True)")
+        return int(self._teacher.act(self.scanner))
 
-        return scripted_action(self.scanner, self._target, self._ok_plan)
+    def teacher_verdict(self) -> int:
+        """The verdict the observations support so far (class index; -1 unlabelled).
+
+        The true class once the teacher has had the defect in sight, the ok class
+        before; the true label when the frame has no defect mask to judge sight by.
+        Call after :meth:`teacher_action` for the same state.
+        """
+        if self._label_idx < 0 or self._teacher is None:
+            return self._label_idx
+        if self._teacher.mask is None or self._teacher.seen:
+            return self._label_idx
+        return self.class_index[self.profile.ok_class]
 
     # -- gymnasium API ----------------------------------------------------------
     def reset(
@@ -217,13 +233,19 @@ class InspectionEnv(gym.Env):
             self.potential.reset(self._episode)
         self._phi = self._potential(self._context("reset"))
         self._done = False
-        info = {"label": self._label_idx, "part_id": frame.part_id, "phi": self._phi}
+        info: dict[str, Any] = {
+            "label": self._label_idx,
+            "part_id": frame.part_id,
+            "phi": self._phi,
+        }
         if self.teacher:
-            from inspector.train.teacher import defect_target, ok_plan_for
+            from inspector.train.teacher import ScriptedTeacher
 
-            self._target = defect_target(mask)
-            self._ok_plan = ok_plan_for(self.scanner) if self._target is None else []
+            if self._teacher is None:
+                self._teacher = ScriptedTeacher(search_level=self.teacher_search_level)
+            self._teacher.reset(self.scanner, mask)
             info["teacher"] = self.teacher_action()
+            info["teacher_verdict"] = self.teacher_verdict()
         return obs, info
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
@@ -264,6 +286,7 @@ class InspectionEnv(gym.Env):
         }
         if self.teacher and not self._done:
             info["teacher_next"] = self.teacher_action()
+            info["teacher_verdict_next"] = self.teacher_verdict()
         if self._done:
             info["verdict"] = v if terminated else -1
             info["correct"] = bool(terminated and v == self._label_idx)

@@ -117,6 +117,11 @@ class Scanner:
         self.cy = (y0 + ch / 2) / h
 
     @property
+    def glimpse(self) -> np.ndarray:
+        """The current glimpse (G, G) uint8 (a view: copy it to keep it)."""
+        return self._glimpses[0]
+
+    @property
     def native(self) -> bool:
         """The current glimpse shows native pixels."""
         return self.level == self.levels - 1

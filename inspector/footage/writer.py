@@ -16,6 +16,16 @@ part below the confidence threshold, every error result that has a frame, and
 one ok part in ``keep_ok_every``. Over ``max_bytes`` the oldest ok frames are
 deleted first, then (with a warning) the oldest others; the frame just written
 is never deleted.
+
+With ``background=True`` (what the station uses) :meth:`FootageWriter.record`
+decides, hashes and returns the reference at once and a writer thread encodes and
+writes the files, so a PNG encode and two fsyncs per kept frame do not stall the
+inspection loop. The queue is bounded (``queue_frames``): when the disk cannot keep
+up, :meth:`record` waits for room rather than dropping a frame, so the station slows
+down to what the disk sustains. :meth:`close` writes everything still queued. A
+process killed outright loses the queued frames (at most ``queue_frames``); their
+results were published with a reference the folder then lacks, which the importer
+reports as a missing frame.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -49,6 +60,8 @@ class FootageWriter:
     :param low_confidence: keep every part whose confidence is below this.
     :param max_bytes: size limit of the frames and results in bytes (None: no limit).
     :param keep_errors: keep error results that carry a frame.
+    :param background: encode and write in a writer thread (see the module docstring).
+    :param queue_frames: frames the background queue holds before :meth:`record` waits.
     :raises FootageError: bad settings or a folder that cannot be created.
     """
 
@@ -60,6 +73,8 @@ class FootageWriter:
         low_confidence: float = 0.6,
         max_bytes: int | None = 2 * 1024**3,
         keep_errors: bool = True,
+        background: bool = False,
+        queue_frames: int = 32,
     ) -> None:
         if keep_ok_every < 0:
             raise FootageError(f"keep_ok_every must be >= 0, got {keep_ok_every}")
@@ -67,6 +82,8 @@ class FootageWriter:
             raise FootageError(f"low_confidence must be 0..1, got {low_confidence}")
         if max_bytes is not None and max_bytes < 1:
             raise FootageError(f"max_bytes must be positive, got {max_bytes}")
+        if queue_frames < 1:
+            raise FootageError(f"queue_frames must be >= 1, got {queue_frames}")
         self.root = Path(path).expanduser()
         self.keep_ok_every = int(keep_ok_every)
         self.low_confidence = float(low_confidence)
@@ -81,6 +98,10 @@ class FootageWriter:
         self.total_bytes = 0
         self.written = 0
         self.evicted = 0
+        #: frames that could not be written (logged; the result is kept regardless)
+        self.errors = 0
+        self._queue: queue.Queue[tuple[str, np.ndarray, dict[str, Any]] | None] | None = None
+        self._thread: threading.Thread | None = None
         try:
             (self.root / "frames").mkdir(parents=True, exist_ok=True)
             marker = self.root / MARKER
@@ -89,6 +110,10 @@ class FootageWriter:
         except OSError as exc:
             raise FootageError(f"footage folder {self.root}: {exc.strerror or exc}") from None
         self._scan()
+        if background:
+            self._queue = queue.Queue(maxsize=int(queue_frames))
+            self._thread = threading.Thread(target=self._drain, name="footage-writer", daemon=True)
+            self._thread.start()
 
     def _scan(self) -> None:
         """Rebuild the size accounting from what an earlier run left (oldest first)."""
@@ -159,6 +184,17 @@ class FootageWriter:
         ref = frame_relpath(fid)
         doc = dict(result)
         doc["footage"] = ref
+        if self._queue is None:
+            self._write(fid, gray, doc)
+        else:
+            if self._thread is None:
+                raise FootageError(f"footage writer {self.root} is closed")
+            # A copy: the camera may reuse its buffer for the next frame.
+            self._queue.put((fid, np.array(gray, copy=True), doc))
+        return ref
+
+    def _write(self, fid: str, gray: np.ndarray, doc: dict[str, Any]) -> None:
+        ref = frame_relpath(fid)
         png = encode_png(gray)
         body = json.dumps(doc, separators=(",", ":")).encode()
         with self._lock:
@@ -170,7 +206,39 @@ class FootageWriter:
             self._track(fid, len(png) + len(body), self._evict_first(doc))
             self.written += 1
             self._enforce(keep=fid)
-        return ref
+
+    def _drain(self) -> None:
+        q = self._queue
+        if q is None:  # pragma: no cover - only started with a queue
+            return
+        while True:
+            item = q.get()
+            try:
+                if item is None:
+                    return
+                try:
+                    self._write(*item)
+                except Exception as exc:  # a full disk costs the frame, never the station
+                    self.errors += 1
+                    log.error("footage %s: frame %s not written: %s", self.root, item[0], exc)
+            finally:
+                q.task_done()
+
+    def pending(self) -> int:
+        """Frames queued for the writer thread (0 without ``background``)."""
+        return self._queue.qsize() if self._queue is not None else 0
+
+    def flush(self) -> None:
+        """Wait until every queued frame is written."""
+        if self._queue is not None and self._thread is not None:
+            self._queue.join()
+
+    def close(self) -> None:
+        """Write what is queued and stop the writer thread (idempotent)."""
+        if self._queue is not None and self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
 
     def _enforce(self, keep: str) -> None:
         if self.max_bytes is None:

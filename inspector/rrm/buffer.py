@@ -15,8 +15,11 @@ partial episode's return is unknown), shaping and normalisation still apply, and
 GAE bootstraps them from the value function as usual. With identity settings
 nothing is touched, so advantages are bit-identical to plain PPO.
 
-The buffer also collects, alongside the rollout, each step's true label and the
-privileged teacher's action (from ``info``) for the hybrid loss.
+The buffer also collects, alongside the rollout, each step's verdict target and the
+scripted teacher's action (from ``info``) for the hybrid loss. The verdict target is
+the teacher's verdict for the observation when the env reports one (the true class
+once the defect has been in sight, ok before: what the observations can support),
+else the episode's true label.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ class RRMRolloutBuffer(DictRolloutBuffer):
         self.rng = np.random.default_rng(seed)
         self._stash: Sequence[dict] | None = None
         self._next_teacher: np.ndarray | None = None
+        self._next_verdict: np.ndarray | None = None
         self.learned: LearnedRedistributor | None = None
         self._seed = seed
         super().__init__(*args, **kwargs)
@@ -120,9 +124,9 @@ class RRMRolloutBuffer(DictRolloutBuffer):
 
     def set_initial_teacher(self, reset_infos: Sequence[dict] | None) -> None:
         """Teacher actions for the very first observations (from the vec env's reset infos)."""
-        self._next_teacher = np.array(
-            [int((ri or {}).get("teacher", -1)) for ri in (reset_infos or [{}] * self.n_envs)]
-        )
+        infos = reset_infos or [{}] * self.n_envs
+        self._next_teacher = np.array([int((ri or {}).get("teacher", -1)) for ri in infos])
+        self._next_verdict = np.array([int((ri or {}).get("teacher_verdict", -1)) for ri in infos])
 
     def add(self, obs, action, reward, episode_start, value, log_prob) -> None:  # type: ignore[override]
         pos = self.pos
@@ -135,7 +139,9 @@ class RRMRolloutBuffer(DictRolloutBuffer):
             return
         if self._next_teacher is not None:
             self.teacher_actions[pos] = self._next_teacher
+        verdict = self._next_verdict
         nxt = np.full(self.n_envs, -1, dtype=np.int64)
+        nxt_v = np.full(self.n_envs, -1, dtype=np.int64)
         w_o, w_p = self.rrm.outcome_weight, self.rrm.process_weight
         for i, info in enumerate(infos):
             if "outcome" not in info:
@@ -148,12 +154,17 @@ class RRMRolloutBuffer(DictRolloutBuffer):
             self.process[pos, i] = w_p * info["process"]
             self.phi_prev[pos, i] = info.get("phi_prev", 0.0)
             self.phi[pos, i] = info.get("phi", 0.0)
-            self.labels[pos, i] = info.get("label", -1)
+            label = int(info.get("label", -1))
+            if verdict is not None and verdict[i] >= 0 and label >= 0:
+                label = int(verdict[i])
+            self.labels[pos, i] = label
             src = info
             if self._stash_dones[i] and self._reset_infos is not None:
                 src = self._reset_infos[i] or {}
             nxt[i] = int(src.get("teacher_next", src.get("teacher", -1)))
+            nxt_v[i] = int(src.get("teacher_verdict_next", src.get("teacher_verdict", -1)))
         self._next_teacher = nxt
+        self._next_verdict = nxt_v
 
     # -- the RRM pipeline ------------------------------------------------------------
     def compute_returns_and_advantage(self, last_values: th.Tensor, dones: np.ndarray) -> None:

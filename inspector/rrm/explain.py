@@ -1,6 +1,6 @@
 """``profile explain``: reward traces an engineer can read.
 
-Runs episodes with the privileged scripted scanning policy (or a trained model),
+Runs episodes with the scripted searching teacher (or a trained model),
 records every step (action, viewport, each term's raw value and channel, the
 redistributed and the shaped reward), prints one episode as a table, writes all
 traces as JSON and draws a figure.

@@ -14,6 +14,8 @@ back. ``FULL`` adds one fsync of the WAL per commit, which costs well under a
 millisecond on an SSD and a few on eMMC against a part budget of ~10 ms, so the
 promise "once put() returns, the result exists" holds for power loss too. Pass
 ``synchronous="NORMAL"`` to trade that for speed where the host has a UPS.
+Removing acknowledged rows (:meth:`Outbox.ack_many`) always commits with ``NORMAL``:
+a delete lost to a power cut only re-publishes a result, which receivers de-duplicate.
 
 One process owns an outbox at a time (an exclusive ``flock`` on ``PATH.lock``,
 released by the kernel when the process dies, so a SIGKILLed station restarts
@@ -223,6 +225,12 @@ class Outbox:
         with self._lock:
             db = self._conn()
             try:
+                # Removing acknowledged rows needs no fsync of its own: a delete lost to
+                # a power cut only means a result is published again (receivers
+                # de-duplicate), and the next put()'s FULL commit syncs the WAL with it.
+                # NORMAL keeps the WAL consistent (SQLite: WAL + NORMAL never corrupts).
+                if self.synchronous != "NORMAL":
+                    db.execute("PRAGMA synchronous=NORMAL")
                 db.execute("BEGIN IMMEDIATE")
                 removed = 0
                 for rid in ids:
@@ -234,6 +242,9 @@ class Outbox:
                 # Not fatal: the rows stay and are published again (receivers de-duplicate).
                 log.error("outbox %s: cannot remove acknowledged results: %s", self.path, exc)
                 return 0
+            finally:
+                if self.synchronous != "NORMAL":
+                    db.execute(f"PRAGMA synchronous={self.synchronous}")
             self._depth -= removed
             return removed
 

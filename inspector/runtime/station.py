@@ -54,7 +54,11 @@ class FootageRecorder(Protocol):
     """What the station needs from a footage store (``FootageWriter`` is one)."""
 
     def record(self, image: np.ndarray | None, result: dict[str, Any]) -> str | None:
-        """Keep the frame if the keep policy says so; return its reference or None."""
+        """Keep the frame if the keep policy says so; return its reference or None.
+
+        A recorder may write in the background; the station calls its ``close()`` (when
+        it has one) at shutdown and counts its ``errors`` attribute (when it has one).
+        """
 
 
 # -- the station --------------------------------------------------------------------------
@@ -111,6 +115,7 @@ class Station:
         self._last_status = 0.0
         self._full_since: float | None = None
         self._broker_errors = 0
+        self._footage_errors = 0
         self._publishing = False
         self._closed = False
 
@@ -142,6 +147,8 @@ class Station:
             low_confidence=f.keep.low_confidence_below,
             max_bytes=int(f.max_size_mb * 1024 * 1024),
             keep_errors=f.keep.errors,
+            background=True,
+            queue_frames=f.queue_frames,
         )
 
     def _reporter(self) -> Reporter:
@@ -406,6 +413,10 @@ class Station:
 
     # -- status ----------------------------------------------------------------------
     def _tick(self) -> None:
+        n = int(getattr(self.recorder, "errors", 0) or 0)
+        for _ in range(n - self._footage_errors):
+            self.metrics.error("footage")  # the writer thread logged it
+        self._footage_errors = max(self._footage_errors, n)
         st = self.reporter.status() if hasattr(self.reporter, "status") else None
         if st is not None:
             self.metrics.link(st.outbox_depth, st.outbox_full, st.connected)
@@ -455,6 +466,11 @@ class Station:
             self.feed.close()
         if self._jsonl is not None:
             self._jsonl.close()
+        if self.recorder is not None and hasattr(self.recorder, "close"):
+            try:
+                self.recorder.close()  # writes the frames still queued
+            except Exception as exc:
+                log.error("footage not closed cleanly: %s", exc)
         if self.publisher is not None and self.publisher.connected:
             self.publisher.update_status(self.metrics.counts())
         ok, st = True, None

@@ -236,16 +236,21 @@ class FootageSection:
     :param path: the station's footage folder; none turns recording off.
     :param keep: what to keep (see ``KeepSection``).
     :param max_size_mb: size limit; over it the oldest ok frames go first.
+    :param queue_frames: frames waiting for the background writer before the station
+        waits for the disk (frames are never dropped; a SIGKILL loses at most these).
     """
 
     path: str | None = None
     keep: KeepSection = field(default_factory=KeepSection)
     max_size_mb: float = 2048.0
+    queue_frames: int = 32
 
     def validate(self) -> None:
-        """:raises ValueError: a non-positive size limit."""
+        """:raises ValueError: a non-positive size limit or queue."""
         if self.max_size_mb <= 0:
             raise ValueError(f"footage.max_size_mb must be > 0, got {self.max_size_mb}")
+        if self.queue_frames < 1:
+            raise ValueError(f"footage.queue_frames must be >= 1, got {self.queue_frames}")
 
 
 @dataclass

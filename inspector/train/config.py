@@ -31,8 +31,8 @@ class TrainConfig:
     :param w_rl: hybrid loss weight of the PPO loss.
     :param w_sl: hybrid loss weight of the verdict cross-entropy on labels.
     :param w_kd: hybrid loss weight of the KL distillation from the teacher.
-    :param teacher: ``scripted`` (privileged teacher that reads the truth), a model path, or
-        ``none``.
+    :param teacher: ``scripted`` (searching teacher that uses the truth once in sight), a
+        model path, or ``none``.
     :param seed: random seed (environments, network, sampling).
     :param checkpoint_interval: environment steps between checkpoints (at rollout ends).
     :param eval_interval: environment steps between evaluations (progress + curriculum); 0: off.

@@ -4,12 +4,14 @@ loss = (w_rl * L_PPO + w_sl * L_CE + w_kd * L_KL) / (w_rl + w_sl + w_kd)
 
 * L_PPO is SB3's PPO loss, computed exactly as ``PPO.train`` does.
 * L_CE: cross-entropy of the verdict head (the second action component's logits)
-  against the true label of the step's episode, at every step of labelled
-  episodes ("if I stopped now, what would it be"). Labels come from ``info`` and
-  are collected alongside the rollout by :class:`RRMRolloutBuffer`.
+  against the step's verdict target, at every step of labelled episodes ("if I
+  stopped now, what would it be"): with the scripted teacher the verdict its
+  observations support (ok until the defect was in sight, then the true class),
+  else the episode's true label. Collected alongside the rollout by
+  :class:`RRMRolloutBuffer`.
 * L_KL: KL(teacher || student) on the rollout's observations. The teacher is either
   a saved model with the same action space (its distribution is computed on the
-  batch), or the privileged scripted teacher whose actions the environment
+  batch), or the scripted teacher whose actions the environment
   reports (``teacher="scripted"``; a label-smoothed one-hot target on the move
   component). Without a teacher w_kd is 0, and the log says so.
 

@@ -1,4 +1,4 @@
-"""Behaviour cloning of the privileged scripted teacher before PPO (DAgger's first round).
+"""Behaviour cloning of the scripted teacher before PPO (DAgger's first round).
 
 The known failure mode of this task is a policy that declares from the overview
 at step 1: its classifier never sees a native glimpse of a point, so zooming never
@@ -31,27 +31,32 @@ def collect_teacher_samples(
     :param make_env: callable returning an InspectionEnv built with ``teacher=True``.
     :param n: number of environment steps (samples) to collect.
     :param epsilon: share of random move actions (the teacher still labels those states).
-    :returns: arrays glimpse, overview, state, teacher (move action), label.
+    :returns: arrays glimpse, overview, state, teacher (move action), verdict (the
+        verdict the observations support so far, see ``InspectionEnv.teacher_verdict``),
+        label (the part's true class).
     """
     env = make_env()
     rng = np.random.default_rng(seed)
-    rows: dict[str, list] = {k: [] for k in ("glimpse", "overview", "state", "teacher", "label")}
+    rows: dict[str, list] = {
+        k: [] for k in ("glimpse", "overview", "state", "teacher", "verdict", "label")
+    }
     obs, info = env.reset(seed=seed)
-    nxt = info["teacher"]
+    nxt, verdict = info["teacher"], info.get("teacher_verdict", info["label"])
     try:
         while len(rows["label"]) < n:
             for k in ("glimpse", "overview", "state"):
                 rows[k].append(obs[k])
             rows["teacher"].append(nxt)
+            rows["verdict"].append(verdict)
             rows["label"].append(info["label"])
             a = nxt
             if rng.random() < epsilon:
                 a = int(rng.integers(0, 6))  # a random move or zoom, never a stop
-            obs, _, term, trunc, info = env.step([a, max(0, info["label"])])
-            nxt = info.get("teacher_next", 0)
+            obs, _, term, trunc, info = env.step([a, max(0, verdict)])
+            nxt, verdict = info.get("teacher_next", 0), info.get("teacher_verdict_next", -1)
             if term or trunc:
                 obs, info = env.reset()
-                nxt = info["teacher"]
+                nxt, verdict = info["teacher"], info.get("teacher_verdict", info["label"])
     finally:
         env.close()
     return {k: np.asarray(v) for k, v in rows.items()}
@@ -60,7 +65,8 @@ def collect_teacher_samples(
 def behaviour_clone(
     model: Any, data: dict[str, np.ndarray], epochs: int = 8, lr: float = 1e-3, batch: int = 128
 ) -> dict[str, float]:
-    """Train the policy's move head on the teacher's actions and its verdict head on labels.
+    """Train the policy's move head on the teacher's actions and its verdict head on the
+    teacher's verdicts (``data["verdict"]``; the true labels where there is none).
 
     :returns: final losses and training accuracies.
     """
@@ -80,7 +86,8 @@ def behaviour_clone(
             dist = policy.get_distribution(obs)
             move_logits = dist.distribution[0].logits
             verdict_logits = dist.distribution[-1].logits
-            t, y = tens["teacher"][b].long(), tens["label"][b].long()
+            t = tens["teacher"][b].long()
+            y = tens["verdict" if "verdict" in tens else "label"][b].long()
             loss = F.cross_entropy(move_logits, t) + F.cross_entropy(verdict_logits, y)
             opt.zero_grad()
             loss.backward()

@@ -1,15 +1,27 @@
-"""The privileged scripted teacher: it reads the frame's truth and scans onto the defect.
+"""The scripted teacher: it searches like an inspector and uses the truth only once in sight.
 
-Used only in training, as the KL teacher of the hybrid loss (DAgger-style: the
-student's own states are relabelled by the teacher at every step).
+Used only in training: its actions are cloned before PPO and relabel the student's
+own states for the KL term of the hybrid loss (DAgger-style).
 
-* Defective part: move until the defect's centre is inside the viewport, zoom in,
-  repeat until the glimpse is at native resolution with the defect in view, stop.
-* OK part: visit every cell of the level-1 grid (zoomed in once), then stop.
+A teacher that flies straight onto a defect it cannot see teaches the student moves
+no observation explains (the old, fully privileged teacher did that, and cloning it
+left the student wandering). This one behaves the way the student could:
+
+* Search: zoom in to the search level (native by default) and visit the cells of its
+  grid in serpentine order.
+* As soon as a defect is *in sight* (inside the viewport and visible in the current
+  glimpse, see :func:`defect_in_sight`), lock on: move until its centre is in the
+  central half of the viewport, zoom in, repeat until the glimpse is at native
+  resolution with it in view, stop.
+* Nothing in sight after the last cell: stop (an ok part). A defect that stayed out
+  of sight through the whole search (rare: too faint for the level-1 glimpse) is
+  then approached with the truth, so its native view is still labelled.
+* The last step of the budget is always a stop: a verdict beats a truncation.
 """
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from inspector.scan import ACTIONS, Scanner
@@ -17,12 +29,12 @@ from inspector.scan import ACTIONS, Scanner
 UP, DOWN, LEFT, RIGHT, ZOOM_IN, ZOOM_OUT, STOP = range(len(ACTIONS))
 
 
-def _toward(sc: Scanner, tx: float, ty: float) -> int | None:
+def _toward(sc: Scanner, tx: float, ty: float, central: bool = False) -> int | None:
     """A move bringing pixel (tx, ty) into the central part of the viewport, or None."""
     x0, y0, x1, y1 = sc.rect
     # Before zooming in the target must sit in the central half (the crop shrinks
     # around the centre); at native resolution anywhere inside the glimpse will do.
-    k = 0.0 if sc.native else 0.25
+    k = 0.0 if sc.native and not central else 0.25
     mx, my = (x1 - x0) * k, (y1 - y0) * k
     dx = tx - (x0 + x1) / 2
     dy = ty - (y0 + y1) / 2
@@ -47,50 +59,132 @@ def defect_target(mask: np.ndarray | None) -> tuple[float, float] | None:
     return float(xs[order[i]]) + 0.5, float(ys[order[i]]) + 0.5
 
 
-def scripted_action(sc: Scanner, target: tuple[float, float] | None, ok_plan: list[int]) -> int:
-    """The teacher's action in the scanner's current state.
+#: a defect is visible in a glimpse when a pixel it covers stands out of the glimpse's
+#: 5x5 median by this many robust noise std (and by at least MIN_CONTRAST gray levels),
+#: or when it covers at least MIN_AREA whole glimpse pixels.
+CONTRAST_SIGMAS = 4.0
+MIN_CONTRAST = 4.0
+MIN_AREA = 4.0
 
-    :param sc: the scanner (viewport state).
-    :param target: the defect centre, or None for an ok part.
-    :param ok_plan: for ok parts, remaining level-1 cell indices to visit (mutated).
+
+def defect_in_sight(sc: Scanner, mask: np.ndarray | None) -> bool:
+    """Whether a defect pixel of ``mask`` is inside the viewport and visible in the glimpse.
+
+    At native resolution any defect pixel in view counts. Below it the defect must
+    either stand out of its neighbourhood in the current glimpse (local contrast
+    against the glimpse's own robust noise) or cover a few whole glimpse pixels.
+
+    :param sc: the scanner (its current viewport and glimpse).
+    :param mask: the frame's defect mask (bool, frame size) or None.
     """
-    if sc.steps >= sc.budget - 1:
-        return STOP  # the last step of the budget: a verdict beats a truncation
-    if target is not None:
-        mv = _toward(sc, *target)
-        if mv is not None:
-            return mv
-        return STOP if sc.native else ZOOM_IN
-    if sc.levels < 2:
-        return STOP
-    if sc.level == 0:
-        return ZOOM_IN if ok_plan else STOP
-    h, w = sc.image.shape[:2]
-    cw, ch = sc.crop_size(1)
-    nx, ny = max(1, round(w / cw)), max(1, round(h / ch))
-    while ok_plan:
-        cell = ok_plan[0]
-        cx = (cell % nx + 0.5) * w / nx
-        cy = (cell // nx + 0.5) * h / ny
-        if sc.level > 1:
-            return ZOOM_OUT
-        mv = _toward(sc, cx, cy)
-        if mv is None:
-            ok_plan.pop(0)
-            continue
-        return mv
-    return STOP
+    if mask is None:
+        return False
+    x0, y0, x1, y1 = sc.rect
+    sub = mask[y0:y1, x0:x1]
+    if not sub.any():
+        return False
+    if sc.native:
+        return True
+    g = sc.glimpse
+    cover = cv2.resize(
+        sub.astype(np.float32), (g.shape[1], g.shape[0]), interpolation=cv2.INTER_AREA
+    )
+    if float(cover.sum()) >= MIN_AREA:
+        return True
+    resid = np.abs(g.astype(np.float32) - cv2.medianBlur(g, 5).astype(np.float32))
+    noise = 1.4826 * float(np.median(resid))
+    peak = float(resid[cover > 0].max(initial=0.0))
+    return peak >= max(MIN_CONTRAST, CONTRAST_SIGMAS * noise)
 
 
-def ok_plan_for(sc: Scanner) -> list[int]:
-    """Level-1 cells an ok part's scan visits, in serpentine order."""
+def search_plan(sc: Scanner, level: int = 1) -> list[int]:
+    """Cells of the ``level`` grid the search visits, serpentine (empty with one zoom level)."""
     if sc.levels < 2:
         return []
-    h, w = sc.image.shape[:2]
-    cw, ch = sc.crop_size(1)
-    nx, ny = max(1, round(w / cw)), max(1, round(h / ch))
+    nx, ny = _grid(sc, level)
     cells = []
     for r in range(ny):
         row = list(range(r * nx, (r + 1) * nx))
         cells += row if r % 2 == 0 else row[::-1]
     return cells
+
+
+def _grid(sc: Scanner, level: int) -> tuple[int, int]:
+    h, w = sc.image.shape[:2]
+    cw, ch = sc.crop_size(level)
+    return max(1, round(w / cw)), max(1, round(h / ch))
+
+
+class ScriptedTeacher:
+    """The teacher for one episode: call :meth:`reset` with the frame's mask, then :meth:`act`.
+
+    :meth:`act` may be called on any state the scanner is in (the student's own states,
+    for DAgger relabelling); it updates the teacher's search progress as a side effect.
+
+    :param search_level: zoom level whose grid the search visits: -1 (default) the
+        native level, where the smallest defects are certainly visible; 1 the first zoom
+        level (fewer cells, enough where defects show at reduced resolution).
+    :param fallback: approach a defect that stayed out of sight through the whole search
+        with the truth (training labels); False stops instead, which makes the teacher a
+        fully non-privileged searcher (used to measure what a search can reach).
+    """
+
+    def __init__(self, fallback: bool = True, search_level: int = -1) -> None:
+        if search_level == 0 or search_level < -1:
+            raise ValueError(f"search_level must be >= 1 or -1 (native), got {search_level}")
+        self.fallback = bool(fallback)
+        self.search_level = int(search_level)
+        self.mask: np.ndarray | None = None
+        self.target: tuple[float, float] | None = None
+        self.plan: list[int] = []
+        #: the defect has been in sight (the observations show it)
+        self.seen = False
+        #: heading for the defect (in sight, or the search ended without it)
+        self.locked = False
+
+    def reset(self, sc: Scanner, mask: np.ndarray | None) -> None:
+        """Start an episode (after ``sc.reset``)."""
+        self.mask = mask if mask is not None and mask.any() else None
+        self.target = defect_target(self.mask)
+        native = sc.levels - 1
+        self.level = native if self.search_level == -1 else min(self.search_level, native)
+        self.plan = search_plan(sc, self.level)
+        self.seen = False
+        self.locked = False
+
+    def act(self, sc: Scanner) -> int:
+        """The teacher's action in the scanner's current state."""
+        if self.target is not None and not self.seen and defect_in_sight(sc, self.mask):
+            self.seen = self.locked = True
+        if sc.steps >= sc.budget - 1:
+            return STOP
+        if self.locked:
+            return _approach(sc, self.target)
+        if sc.levels < 2:
+            return STOP
+        if self.plan and sc.level < self.level:
+            return ZOOM_IN
+        h, w = sc.image.shape[:2]
+        nx, ny = _grid(sc, self.level)
+        while self.plan:
+            cell = self.plan[0]
+            cx = (cell % nx + 0.5) * w / nx
+            cy = (cell // nx + 0.5) * h / ny
+            if sc.level > self.level:
+                return ZOOM_OUT
+            mv = _toward(sc, cx, cy, central=True)
+            if mv is None:
+                self.plan.pop(0)
+                continue
+            return mv
+        if self.target is not None and self.fallback:  # searched everywhere, never in sight
+            self.locked = True
+            return _approach(sc, self.target)
+        return STOP
+
+
+def _approach(sc: Scanner, target: tuple[float, float]) -> int:
+    mv = _toward(sc, *target)
+    if mv is not None:
+        return mv
+    return STOP if sc.native else ZOOM_IN

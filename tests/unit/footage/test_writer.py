@@ -76,3 +76,40 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
         w.record(_img(1), _result(1))
     leftovers = [p for p in (tmp_path / "f").rglob("*") if p.is_file()]
     assert [p.name for p in leftovers] == ["footage.json"]
+
+
+def test_background_writer_writes_everything_queued_and_matches_the_sync_one(tmp_path):
+    sync = FootageWriter(tmp_path / "s", keep_ok_every=1, max_bytes=None)
+    bg = FootageWriter(tmp_path / "b", keep_ok_every=1, max_bytes=None, background=True,
+                       queue_frames=2)  # fmt: skip
+    frames = [_img(i) for i in range(20)]
+    refs_s = [sync.record(f, _result(i)) for i, f in enumerate(frames)]
+    refs_b = []
+    for i, f in enumerate(frames):
+        refs_b.append(bg.record(f, _result(i)))
+        f[:] = 0  # the camera reuses its buffer: the queued copy must not change
+    bg.close()
+    assert refs_b == refs_s  # references are known before the write
+    assert bg.written == 20 and bg.errors == 0 and bg.pending() == 0
+    for ref in refs_b:
+        assert (tmp_path / "b" / ref).read_bytes() == (tmp_path / "s" / ref).read_bytes()
+    bg.close()  # idempotent
+
+
+def test_background_write_failures_are_counted_not_raised(tmp_path):
+    bg = FootageWriter(tmp_path / "b", keep_ok_every=1, max_bytes=None, background=True)
+    import inspector.footage.writer as mod
+
+    real = mod.write_atomic
+
+    def broken(path, data):
+        raise OSError(28, "No space left on device")
+
+    mod.write_atomic = broken
+    try:
+        assert bg.record(_img(1), _result(1)) is not None
+        bg.flush()
+    finally:
+        mod.write_atomic = real
+        bg.close()
+    assert bg.errors == 1 and bg.written == 0
