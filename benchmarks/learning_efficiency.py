@@ -197,20 +197,18 @@ def search_ceiling(parts: int, seed: int = 0) -> dict:
     from inspector.train.teacher import ScriptedTeacher
 
     prof, _, _ = arm_setup("b")
-    env = InspectionEnv(prof, "synthetic", {**CAMERA, "seed": 10_000 + seed}, teacher=True)
-    env._teacher = ScriptedTeacher(fallback=False)
-    ok = env.classes.index(prof.ok_class)
+    camera = {**CAMERA, "seed": 10_000 + seed}
+    env = InspectionEnv(prof, "synthetic", camera, teacher=ScriptedTeacher(fallback=False))
     hits: dict[str, list[bool]] = {c: [] for c in env.classes}
     steps = []
     for ep in range(parts):
         _, info = env.reset(seed=ep)
-        label, a = info["label"], info["teacher"]
+        label, a, v = info["label"], info["teacher"], info["teacher_verdict"]
         while True:
-            v = label if env._teacher.locked else ok
             _, _, term, trunc, info = env.step([a, v])
             if term or trunc:
                 break
-            a = info["teacher_next"]
+            a, v = info["teacher_next"], info["teacher_verdict_next"]
         hits[env.classes[label]].append(bool(info["correct"]))
         steps.append(info["steps"])
     recall = {c: float(np.mean(h)) if h else None for c, h in hits.items()}

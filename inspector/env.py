@@ -93,10 +93,10 @@ class InspectionEnv(gym.Env):
     :param camera_params: parameters of the driver (strings are converted).
     :param frame_indices: fixed frames to cycle through (evaluation), default random.
     :param require_truth: refuse frames without a label (training needs them).
-    :param teacher: also report the scripted teacher's action for the next observation
-        (``info["teacher"]`` at reset, ``info["teacher_next"]`` per step); see
-        :class:`inspector.train.teacher.ScriptedTeacher`.
-    :param teacher_search_level: the zoom level the teacher searches at (-1: native).
+    :param teacher: also report the scripted teacher's action and verdict for the next
+        observation (``info["teacher"]``/``["teacher_verdict"]`` at reset,
+        ``info["teacher_next"]``/``["teacher_verdict_next"]`` per step). True uses a
+        default :class:`inspector.train.teacher.ScriptedTeacher`; pass one to configure it.
     :param render_mode: ``rgb_array`` draws the frame with the viewport.
     """
 
@@ -109,8 +109,7 @@ class InspectionEnv(gym.Env):
         camera_params: Mapping[str, Any] | None = None,
         frame_indices: Sequence[int] | None = None,
         require_truth: bool = True,
-        teacher: bool = False,
-        teacher_search_level: int = -1,
+        teacher: bool | Any = False,
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
@@ -121,9 +120,8 @@ class InspectionEnv(gym.Env):
         )
         self.source = FrameSource(self.driver, frame_indices)
         self.require_truth = require_truth
-        self.teacher = teacher
-        self._teacher: Any = None
-        self.teacher_search_level = int(teacher_search_level)
+        self.teacher = teacher is not False and teacher is not None
+        self._teacher: Any = None if isinstance(teacher, bool) or teacher is None else teacher
         self.render_mode = render_mode
         self.classes = p.classes
         self.class_index = {c: i for i, c in enumerate(p.classes)}
@@ -242,7 +240,7 @@ class InspectionEnv(gym.Env):
             from inspector.train.teacher import ScriptedTeacher
 
             if self._teacher is None:
-                self._teacher = ScriptedTeacher(search_level=self.teacher_search_level)
+                self._teacher = ScriptedTeacher()
             self._teacher.reset(self.scanner, mask)
             info["teacher"] = self.teacher_action()
             info["teacher_verdict"] = self.teacher_verdict()
