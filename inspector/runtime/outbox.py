@@ -244,7 +244,13 @@ class Outbox:
                 return 0
             finally:
                 if self.synchronous != "NORMAL":
-                    db.execute(f"PRAGMA synchronous={self.synchronous}")
+                    try:
+                        db.execute(f"PRAGMA synchronous={self.synchronous}")
+                    except sqlite3.Error as exc:  # never raise into the publisher's pump
+                        log.error(
+                            "outbox %s: cannot restore synchronous=%s: %s",
+                            self.path, self.synchronous, exc,
+                        )  # fmt: skip
             self._depth -= removed
             return removed
 
