@@ -10,16 +10,24 @@ Delivery is at least once and in order:
 
 * a result is deleted from the :class:`~inspector.runtime.outbox.Outbox` only when its
   PUBACK arrives (``on_publish`` with the message id -> result id map);
-* one pump thread publishes results in ascending ``seq``, at most ``window`` unacknowledged
-  at a time (paho's ``max_inflight_messages`` is set above the window, so paho never holds
-  a message back and releases it later); paho writes them in call order to one TCP stream,
-  and an MQTT broker forwards the messages of one client on one topic in the order received
-  (MQTT 3.1.1 section 4.6, 5.0 section 4.6);
+* results are published in ascending ``seq``, at most ``window`` unacknowledged at a
+  time, by whichever thread holds the fill lock: the thread that just committed them
+  (:meth:`Publisher.notify`, the common case: no hand-off per part) or the pump thread
+  (after a reconnect, or when the committing thread found the lock taken). paho's
+  ``max_inflight_messages`` is set above the window, so paho never holds a message back
+  and releases it later; paho writes them in call order to one TCP stream, and an MQTT
+  broker forwards the messages of one client on one topic in the order received (MQTT
+  3.1.1 section 4.6, 5.0 section 4.6);
 * every new connection is a clean session and starts again from the oldest unacknowledged
   row. paho's own in-memory copies are dropped on connect (``drop_out_messages``), so the
   outbox is the only source of retransmission. A receiver therefore sees results in seq
   order if it keeps only the first copy of each id; the copies it drops are re-sends of
   results whose PUBACK was lost.
+
+Acknowledged rows are deleted in batches (every ``ACK_BATCH`` PUBACKs or ``ACK_DELAY_S``,
+and at once while someone waits in :meth:`Publisher.flush`): one SQLite transaction and one
+pump wake-up per batch instead of per part. A crash between PUBACK and delete only means
+the result is published again, which receivers de-duplicate anyway.
 
 Errors never reach the station: a refused connection (bad credentials, ACL), a TLS failure
 or a lost broker is logged at ERROR on every attempt, kept in :attr:`Publisher.last_error`,
@@ -42,9 +50,14 @@ from typing import Any
 
 from inspector.errors import MissingDependencyError, StationError
 from inspector.runtime.outbox import Outbox, OutboxItem
-from inspector.runtime.result import Result, iso_utc
+from inspector.runtime.result import iso_utc
 
 log = logging.getLogger(__name__)
+
+#: Acknowledged rows are deleted once this many PUBACKs are waiting ...
+ACK_BATCH = 64
+#: ... or when the oldest waiting PUBACK is this old (seconds).
+ACK_DELAY_S = 0.05
 
 #: Schema id of the status document.
 STATUS_SCHEMA = "inspector.status/1"
@@ -266,7 +279,8 @@ class Publisher:
 
         # _lock guards the state below; _cond wakes the pump and flush(). _publish_lock is
         # held around each client.publish() of a result and by on_connect, so a publish
-        # can never straddle a reconnect (see _fill). Lock order: _publish_lock, _lock.
+        # can never straddle a reconnect (see _fill_locked). Lock order: _fill_lock,
+        # _publish_lock, _lock.
         # on_publish runs with paho's message mutex held, so it takes only _lock, and
         # nobody holds _lock while calling into paho.
         self._lock = threading.Lock()
@@ -280,6 +294,11 @@ class Publisher:
         self._status_mids: set[int] = set()
         self._ignore: set[int] = set()
         self._acks: list[str] = []
+        self._acks_since = 0.0
+        self._flush_waiters = 0
+        # Held by whoever runs _fill_locked (the station thread after a commit, or the pump), so
+        # two threads never publish the same rows.
+        self._fill_lock = threading.Lock()
         self._dirty = True
         self._retry_at = 0.0
         self._stopping = False
@@ -376,10 +395,26 @@ class Publisher:
             return self._connected
 
     def notify(self) -> None:
-        """Tell the pump that the outbox has new results (cheap; call after put)."""
+        """The outbox has new results: publish them now, on the calling thread (call after put).
+
+        When the pump is publishing already (a backlog after a reconnect), this only tells it
+        to go on. Never raises: a failure is logged and left to the pump to retry.
+        """
         with self._cond:
             self._dirty = True
-            self._cond.notify_all()
+        if not self._fill_lock.acquire(blocking=False):
+            with self._cond:
+                self._cond.notify_all()
+            return
+        try:
+            self._fill_locked()
+        except Exception as exc:  # the pump retries; the station must not see it
+            self._error(f"publishing results failed: {exc}")
+            with self._cond:
+                self._dirty = True
+                self._cond.notify_all()
+        finally:
+            self._fill_lock.release()
 
     def next_trigger(self, timeout: float | None = None) -> Trigger | None:
         """The oldest waiting trigger, or None after ``timeout`` seconds.
@@ -399,15 +434,20 @@ class Publisher:
         :returns: True when the outbox is empty.
         """
         deadline = time.monotonic() + max(0.0, timeout)
-        self.notify()
         with self._cond:
-            while True:
-                if self.outbox.depth() == 0 and not self._acks:
-                    return True
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(min(left, 0.2))
+            self._dirty = True
+            self._flush_waiters += 1  # acknowledgements are applied at once meanwhile
+            self._cond.notify_all()
+            try:
+                while True:
+                    if self.outbox.depth() == 0 and not self._acks:
+                        return True
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cond.wait(min(left, 0.2))
+            finally:
+                self._flush_waiters -= 1
 
     def update_status(self, counts: Mapping[str, Any] | None = None) -> None:
         """Publish the retained status now, with the station's counters.
@@ -559,15 +599,32 @@ class Publisher:
                 refused = (item, reason)
                 self._refuse_locked()
             else:
-                self._acks.append(item.id)
-                self._n["acknowledged"] += 1
-                self._dirty = True
-            self._cond.notify_all()
+                self._add_ack_locked(item.id)
+                self._dirty = True  # the window has room again
+            if refused is not None or self._acks_due_locked() or self._flush_waiters:
+                self._cond.notify_all()
         if refused is not None:
             self._error(
                 f"broker refused result seq {refused[0].seq} on {self.result_topic}: "
                 f"{refused[1]} (check the ACL); keeping it, retrying"
             )
+
+    def _add_ack_locked(self, result_id: str) -> None:
+        if not self._acks:
+            self._acks_since = time.monotonic()
+        self._acks.append(result_id)
+        self._n["acknowledged"] += 1
+
+    def _acks_due_locked(self) -> bool:
+        """Time to delete the acknowledged rows (a batch is full, old, or someone waits)."""
+        if not self._acks:
+            return False
+        return (
+            len(self._acks) >= ACK_BATCH
+            or self._flush_waiters > 0
+            or self._stopping
+            or time.monotonic() - self._acks_since >= ACK_DELAY_S
+        )
 
     def _refuse_locked(self) -> None:
         # MQTT 5 negative PUBACK (ACL): keep the row, stop, and start over from the oldest
@@ -638,11 +695,13 @@ class Publisher:
     def _pump(self) -> None:
         while True:
             with self._cond:
-                while not (self._stopping or self._acks or self._can_fill_locked()):
-                    self._cond.wait(0.25)
+                while not (self._stopping or self._acks_due_locked() or self._can_fill_locked()):
+                    self._cond.wait(ACK_DELAY_S if self._acks else 0.25)
                     # Poll now and then: something else may have put into the outbox.
                     self._dirty = True
-                acks, self._acks = self._acks, []
+                acks = []
+                if self._acks_due_locked():
+                    acks, self._acks = self._acks, []
                 stopping = self._stopping
             if acks:
                 self.outbox.ack_many(acks)
@@ -652,7 +711,8 @@ class Publisher:
                 return
             self._check_full()
             try:
-                self._fill()
+                with self._fill_lock:
+                    self._fill_locked()
             except Exception as exc:  # never let the pump die: the station relies on it
                 self._error(f"publishing results failed: {exc}")
                 with self._cond:
@@ -666,7 +726,8 @@ class Publisher:
             and time.monotonic() >= self._retry_at
         )
 
-    def _fill(self) -> None:
+    def _fill_locked(self) -> None:
+        """Publish what the window allows; the caller holds ``_fill_lock``."""
         with self._lock:
             if not self._can_fill_locked():
                 return
@@ -697,9 +758,9 @@ class Publisher:
                         if reason is not None and reason.is_failure:
                             self._refuse_locked()
                             return
-                        self._acks.append(row.id)
-                        self._n["acknowledged"] += 1
-                        self._cond.notify_all()
+                        self._add_ack_locked(row.id)
+                        if self._acks_due_locked():
+                            self._cond.notify_all()
                     else:
                         self._inflight[info.mid] = row
         if len(rows) == space:
@@ -720,67 +781,3 @@ class Publisher:
             log.warning("outbox below its limit again (%d); taking parts", self.outbox.depth())
         if self.connected:
             self._publish_status()
-
-
-class Reporter:
-    """What the station calls once per part: commit, then publish.
-
-    :param outbox: the durable outbox.
-    :param publisher: a started :class:`Publisher` on the same outbox, or None when
-        another process drains the outbox.
-    """
-
-    def __init__(self, outbox: Outbox, publisher: Publisher | None = None) -> None:
-        self.outbox = outbox
-        self.publisher = publisher
-        self._warned_full = False
-        self._closed = False
-
-    def report(self, result: Result) -> int:
-        """Commit ``result`` (durable on return, ``result.seq`` set) and wake the publisher.
-
-        :returns: the result's seq.
-        :raises StationError: the outbox cannot commit (disk full, I/O error).
-        """
-        seq = self.outbox.put(result)
-        if self.publisher is not None:
-            self.publisher.notify()
-        full = self.outbox.full
-        if full and not self._warned_full:
-            log.error(
-                "outbox full (%d >= %d): stop taking parts until results are acknowledged",
-                self.outbox.depth(), self.outbox.limit,
-            )  # fmt: skip
-        self._warned_full = full
-        return seq
-
-    @property
-    def accepting(self) -> bool:
-        """False while the outbox is full: the station must not take a new part."""
-        return not self.outbox.full
-
-    def status(self) -> LinkStatus:
-        """Depth, connection and last error for the status line and metrics."""
-        if self.publisher is not None:
-            return self.publisher.status()
-        depth = self.outbox.depth()
-        return LinkStatus(
-            connected=False, outbox_depth=depth, outbox_full=depth >= self.outbox.limit,
-            last_error=None, published=0, acknowledged=0, republished=0, connects=0,
-            errors=0, triggers=0, bad_triggers=0,
-        )  # fmt: skip
-
-    def close(self, flush_timeout: float = 5.0) -> bool:
-        """Flush (up to ``flush_timeout``), publish offline, disconnect, close the outbox.
-
-        :returns: True when everything was acknowledged before closing.
-        """
-        if self._closed:
-            return True
-        self._closed = True
-        ok = self.outbox.depth() == 0
-        if self.publisher is not None:
-            ok = self.publisher.flush(flush_timeout)
-            self.publisher.close()
-        self.outbox.close()
-        return ok

@@ -49,6 +49,32 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 
+def _document(result: Result | Mapping[str, Any] | str) -> dict[str, Any]:
+    """The result as a fresh dict with a non-empty string ``id``."""
+    if isinstance(result, Result):
+        doc = result.to_dict()
+    elif isinstance(result, Mapping):
+        doc = dict(result)
+    else:
+        doc = json.loads(result)
+        if not isinstance(doc, dict):
+            raise ValueError("an outbox entry must be a JSON object")
+    rid = doc.get("id")
+    if not isinstance(rid, str) or not rid:
+        raise ValueError("a result needs a non-empty string 'id'")
+    return doc
+
+
+def _duplicate(db: sqlite3.Connection, rows: list[tuple[int, str, str]]) -> str:
+    """The first id of ``rows`` already pending (or repeated within ``rows``)."""
+    seen: set[str] = set()
+    for _, rid, _ in rows:
+        if rid in seen or db.execute("SELECT 1 FROM results WHERE id = ?", (rid,)).fetchone():
+            return rid
+        seen.add(rid)
+    return rows[0][1]
+
+
 @dataclass(frozen=True)
 class OutboxItem:
     """One unacknowledged result.
@@ -177,35 +203,60 @@ class Outbox:
         :raises ValueError: the document has no ``id``, or that id is already pending.
         :raises StationError: the commit failed (disk full, I/O error).
         """
-        if isinstance(result, Result):
-            doc = result.to_dict()
-        elif isinstance(result, Mapping):
-            doc = dict(result)
-        else:
-            doc = json.loads(result)
-            if not isinstance(doc, dict):
-                raise ValueError("an outbox entry must be a JSON object")
-        rid = doc.get("id")
-        if not isinstance(rid, str) or not rid:
-            raise ValueError("a result needs a non-empty string 'id'")
+        return self.put_many([result])[0]
+
+    def put_many(self, results: Iterable[Result | Mapping[str, Any] | str]) -> list[int]:
+        """Commit several results in one transaction (one fsync); returns their seqs.
+
+        All or nothing: on any error none of them is committed.
+
+        :param results: as for :meth:`put`.
+        :raises ValueError: a document has no ``id``, or an id is already pending.
+        :raises StationError: the commit failed (disk full, I/O error).
+        """
+        items = list(results)
+        docs = [_document(r) for r in items]
+        if not docs:
+            return []
         with self._lock:
             db = self._conn()
-            seq = self._last_seq + 1
-            doc["seq"] = seq
-            payload = json.dumps(doc, separators=(",", ":"), allow_nan=False)
-            try:
-                db.execute(
-                    "INSERT INTO results (seq, id, payload) VALUES (?, ?, ?)", (seq, rid, payload)
+            first = self._last_seq + 1
+            rows = []
+            for seq, doc in enumerate(docs, start=first):
+                doc["seq"] = seq
+                rows.append(
+                    (seq, doc["id"], json.dumps(doc, separators=(",", ":"), allow_nan=False))
                 )
+            try:
+                if len(rows) == 1:
+                    db.execute("INSERT INTO results (seq, id, payload) VALUES (?, ?, ?)", rows[0])
+                else:
+                    db.execute("BEGIN IMMEDIATE")
+                    db.executemany("INSERT INTO results (seq, id, payload) VALUES (?, ?, ?)", rows)
+                    db.execute("COMMIT")
             except sqlite3.IntegrityError:
-                raise ValueError(f"result id {rid} is already in the outbox") from None
+                self._rollback(db)
+                raise ValueError(
+                    f"result id {_duplicate(db, rows)} is already in the outbox"
+                ) from None
             except sqlite3.Error as exc:
+                self._rollback(db)
                 raise StationError(f"outbox {self.path}: cannot commit a result: {exc}") from None
-            self._last_seq = seq
-            self._depth += 1
-        if isinstance(result, Result):
-            result.seq = seq
-        return seq
+            self._last_seq = first + len(rows) - 1
+            self._depth += len(rows)
+        seqs = [r[0] for r in rows]
+        for item, seq in zip(items, seqs, strict=True):
+            if isinstance(item, Result):
+                item.seq = seq
+        return seqs
+
+    @staticmethod
+    def _rollback(db: sqlite3.Connection) -> None:
+        if db.in_transaction:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error as exc:  # the original error is the one to report
+                log.error("outbox rollback failed: %s", exc)
 
     def ack(self, result_id: str) -> bool:
         """Remove an acknowledged result. Returns False when it was not pending.

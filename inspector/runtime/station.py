@@ -4,10 +4,11 @@ For each part the station grabs a frame, runs the agent with
 :func:`inspector.runtime.agent.run_episode` (the same :class:`~inspector.scan.Scanner`
 the training environment uses), builds a :class:`~inspector.runtime.result.Result`,
 records the frame in the footage store (the reference goes into the result), and
-hands the result to the :class:`~inspector.runtime.mqtt.Reporter`, which commits it
-to the outbox before it is published. A corrupt frame, a camera timeout or a failed
-inspection becomes an error result, is counted, and the station carries on. While
-the outbox is full the station takes no new part (it never drops a result).
+hands the result to the :class:`~inspector.runtime.reporter.Reporter`, whose committer
+thread commits it to the outbox (group commit) and then publishes it. A corrupt frame,
+a camera timeout or a failed inspection becomes an error result, is counted, and the
+station carries on. While the outbox is full the station takes no new part (it never
+drops a result).
 
 ``inspector run --config STATION.yaml`` calls :func:`run_station`; tests and the
 benchmark build a :class:`Station` directly and may hand it their own camera,
@@ -39,7 +40,8 @@ from inspector.runtime.camera_feed import (
     check_frame,
 )
 from inspector.runtime.metrics import StationMetrics
-from inspector.runtime.mqtt import Publisher, Reporter, Trigger
+from inspector.runtime.mqtt import Publisher, Trigger
+from inspector.runtime.reporter import Reporter
 from inspector.runtime.result import Result
 from inspector.runtime.station_config import (
     StationConfig,
@@ -110,12 +112,14 @@ class Station:
         self.metrics = StationMetrics()
         self.recorder = recorder if recorder is not None else self._footage()
         self.publisher: Publisher | None = None
-        self.reporter = reporter if reporter is not None else self._reporter()
         self._jsonl: TextIO | None = None
+        self._own_reporter = reporter is None
+        self.reporter = reporter if reporter is not None else self._reporter()
         self._last_status = 0.0
         self._full_since: float | None = None
         self._broker_errors = 0
         self._footage_errors = 0
+        self._commit_errors = 0
         self._publishing = False
         self._closed = False
 
@@ -162,7 +166,14 @@ class Station:
         except BaseException:
             outbox.close()
             raise
-        return Reporter(outbox, self.publisher)
+        # Background commit: the outbox's fsync overlaps the next part; the results log
+        # gets a line once a result is durable (on the committer thread).
+        return Reporter(outbox, self.publisher, background=True, on_committed=self._log_result)
+
+    def _log_result(self, result: Result) -> None:
+        if self._jsonl is not None:
+            self._jsonl.write(json.dumps(result.to_dict(), separators=(",", ":")) + "\n")
+            self._jsonl.flush()
 
     def _say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -407,9 +418,8 @@ class Station:
                 if attempt == 9:
                     raise
                 time.sleep(0.5)
-        if self._jsonl is not None:
-            self._jsonl.write(json.dumps(result.to_dict(), separators=(",", ":")) + "\n")
-            self._jsonl.flush()
+        if not self._own_reporter:
+            self._log_result(result)  # a reporter given from outside has no callback
 
     # -- status ----------------------------------------------------------------------
     def _tick(self) -> None:
@@ -417,6 +427,10 @@ class Station:
         for _ in range(n - self._footage_errors):
             self.metrics.error("footage")  # the writer thread logged it
         self._footage_errors = max(self._footage_errors, n)
+        n = int(getattr(self.reporter, "commit_errors", 0) or 0)
+        for _ in range(n - self._commit_errors):
+            self.metrics.error("outbox")  # the committer logged it and retries
+        self._commit_errors = max(self._commit_errors, n)
         st = self.reporter.status() if hasattr(self.reporter, "status") else None
         if st is not None:
             self.metrics.link(st.outbox_depth, st.outbox_full, st.connected)
@@ -464,23 +478,26 @@ class Station:
         self._closed = True
         if self.feed is not None:
             self.feed.close()
-        if self._jsonl is not None:
-            self._jsonl.close()
         if self.recorder is not None and hasattr(self.recorder, "close"):
             try:
                 self.recorder.close()  # writes the frames still queued
             except Exception as exc:
                 log.error("footage not closed cleanly: %s", exc)
+        ok, st = True, None
+        if hasattr(self.reporter, "drain"):
+            # Every decided part committed before the final flush and status.
+            ok = self.reporter.drain(self.cfg.outbox.flush_timeout_s)
         if self.publisher is not None and self.publisher.connected:
             self.publisher.update_status(self.metrics.counts())
-        ok, st = True, None
         if self.publisher is not None and self._publishing:
-            ok = self.publisher.flush(self.cfg.outbox.flush_timeout_s)
+            ok = self.publisher.flush(self.cfg.outbox.flush_timeout_s) and ok
         if hasattr(self.reporter, "status"):
             st = self.reporter.status()  # before the outbox closes: the final depth
         if hasattr(self.reporter, "close"):
             # Already flushed above; this publishes "offline" and closes the outbox.
-            self.reporter.close(flush_timeout=0.0)
+            ok = self.reporter.close(flush_timeout=0.0) and ok
+        if self._jsonl is not None:
+            self._jsonl.close()
         self.metrics.close()
         self.policy.close()
         last = self.status_text(st, word="stopped:")

@@ -11,8 +11,9 @@ import logging
 import sys
 import time
 
-from inspector.runtime.mqtt import MqttConfig, Publisher, Reporter
+from inspector.runtime.mqtt import MqttConfig, Publisher
 from inspector.runtime.outbox import Outbox
+from inspector.runtime.reporter import Reporter
 from inspector.runtime.result import Result
 
 

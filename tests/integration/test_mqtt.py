@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from inspector.runtime.mqtt import MqttConfig, Publisher, Reporter
+from inspector.runtime.mqtt import MqttConfig, Publisher
 from inspector.runtime.outbox import Outbox
+from inspector.runtime.reporter import Reporter
 from inspector.runtime.result import validate_result
 from tests.integration._mqtt_harness import free_port, make_tls_files, wait_until
 
