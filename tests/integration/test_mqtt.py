@@ -72,6 +72,28 @@ def test_500_results_arrive_once_and_valid(broker, collector, make_result, tmp_p
     )
 
 
+def test_group_commit_publishes_in_order_and_deletes_acked_rows_unasked(
+    broker, collector, make_result, tmp_path
+):
+    # The station's way: a committer thread commits batches and publishes them; the
+    # acknowledged rows go in batches on a timer, not only when someone flushes.
+    sub = collector(broker, f"{PREFIX}/result")
+    outbox = Outbox(tmp_path / "outbox.sqlite")
+    pub = Publisher(config(broker), outbox).start()
+    wait_until(lambda: pub.connected, 10, "connected")
+    reporter = Reporter(outbox, pub, background=True)
+    results = [make_result(i) for i in range(300)]
+    for r in results:
+        assert reporter.report(r) is None
+    wait_until(lambda: len(first_copies(sub.documents(f"{PREFIX}/result"))) >= 300, 30, "300")
+    wait_until(lambda: outbox.depth() == 0, 5, "acknowledged rows deleted without a flush")
+    docs = first_copies(sub.documents(f"{PREFIX}/result"))
+    assert [d["id"] for d in docs] == [r.id for r in results]
+    assert [d["seq"] for d in docs] == list(range(1, 301))
+    assert reporter.status().outbox_depth == 0 and pub.status().acknowledged == 300
+    assert reporter.close(flush_timeout=5.0)
+
+
 def test_broker_restarts_twice_no_loss_order_kept(mosquitto, collector, make_result, tmp_path):
     # Graceful stops with broker persistence, so the subscriber's session (and what the
     # broker had accepted for it) survives: any loss would then be the publisher's fault.
