@@ -219,6 +219,43 @@ def search_ceiling(parts: int, seed: int = 0) -> dict:
     }
 
 
+def point_visibility(frames: int = 600, seed: int = 0, false_alarm: float = 0.05) -> dict:
+    """How visible a point is at native resolution, with no learning: a matched filter.
+
+    The statistic is the largest ``|pixel - median3x3(pixel)|`` in a native 32x32
+    glimpse: a glimpse around a point against glimpses of ok panels, thresholded at
+    ``false_alarm`` of the ok ones. The search ceiling assumes a perfect verdict once a
+    point is in sight; this says how far from perfect a simple detector is.
+    """
+    import cv2
+
+    from inspector.camera import open_camera
+
+    cam = open_camera("synthetic", {**CAMERA, "seed": 10_000 + seed})
+    at_point, ok, near = [], [], []
+    for i in range(frames):
+        f = cam.load(i)
+        gray = f.gray
+        r = np.abs(gray.astype(np.int16) - cv2.medianBlur(gray, 3).astype(np.int16))
+        s = gray.shape[0]
+        if f.truth is not None and f.truth.label == "point":
+            for b in f.truth.boxes:
+                at_point.append(int(r[b.y0, b.x0]))
+                y0, x0 = min(max(0, b.y0 - 16), s - 32), min(max(0, b.x0 - 16), s - 32)
+                near.append(int(r[y0 : y0 + 32, x0 : x0 + 32].max()))
+        elif f.truth is not None and f.truth.label == "ok":
+            c = s // 2 - 16
+            ok.append(int(r[c : c + 32, c : c + 32].max()))
+    thr = float(np.percentile(ok, 100 * (1 - false_alarm)))
+    return {
+        "point_deviation_median": float(np.median(at_point)),
+        "ok_glimpse_max_median": float(np.median(ok)),
+        "recall": float(np.mean(np.asarray(near) > thr)),
+        "false_alarm": false_alarm,
+        "points": len(near),
+    }
+
+
 def steps_to(curve: list[dict], target: float) -> int | None:
     """First evaluated step count with accuracy >= target, else None."""
     for c in curve:
@@ -320,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds_done = {a: sum(r["arm"] == a for r in results) for a in args.arms}
     body, med = summarise(results, args.target, budget)
     ceiling = search_ceiling(eval_parts)
+    vis = point_visibility()
     rc = ceiling["per_class_recall"]
     notes = [
         "",
@@ -334,7 +372,17 @@ def main(argv: list[str] | None = None) -> int:
         + f", {ceiling['mean_steps']:.1f} steps/part) on {eval_parts} parts: the"
         f" {args.target:.0%} target is "
         + ("reachable" if ceiling["accuracy"] >= args.target else "NOT reachable")
-        + " within the budget.",
+        + " within the budget, for a searcher that never misjudges a glimpse.",
+        f"Point visibility at native resolution (no learning): a point pixel stands"
+        f" {vis['point_deviation_median']:.0f} gray levels (median) off its 3x3 median, but"
+        f" the panel texture alone puts a {vis['ok_glimpse_max_median']:.0f}-level pixel in"
+        f" the median ok glimpse; a matched filter (largest such deviation in the 32x32"
+        f" glimpse) finds {vis['recall']:.0%} of {vis['points']} points at"
+        f" {vis['false_alarm']:.0%} false alarms. The points are kept below the overview's"
+        f" noise floor, and at this contrast they are hardly above the texture at native"
+        f" resolution either. The full stack (e) does search at native resolution after"
+        f" cloning the teacher and still misses the points: seeing them, not finding them,"
+        f" is its bottleneck; the other arms never search.",
         f"Mode: {mode}; seeds per arm: {seeds_done}; {budget:,} env steps per run; evaluation every"
         f" {eval_every:,} steps on {eval_parts} fixed parts (deterministic policy). Runs that never"
         " reached the target count as the budget ('(cap)'). Arm (e) first behaviour-clones the"

@@ -106,3 +106,20 @@ def test_inference_benchmark_times_every_backend(tmp_path):
     assert b.agreement["observations"] == 16
     body, _ok = inference.report(b)
     assert "int8" in body
+
+
+def test_learning_efficiency_pieces_run_at_a_tiny_size():
+    import benchmarks.learning_efficiency as le
+
+    ceiling = le.search_ceiling(4)
+    assert 0.0 <= ceiling["accuracy"] <= 1.0 and ceiling["mean_steps"] >= 1
+    vis = le.point_visibility(frames=60)
+    assert vis["points"] > 0 and 0.0 <= vis["recall"] <= 1.0
+    assert vis["point_deviation_median"] > 0
+    r = le.run_one("e", 0, 1024, eval_every=512, eval_parts=4, n_envs=2, bc_samples=256)
+    steps = [c["steps"] for c in r["curve"]]
+    assert r["bc_samples"] == 256 and steps[0] == 256 and steps == sorted(steps)
+    for c in r["curve"]:
+        assert 0.0 <= c["accuracy"] <= 1.0 and 0.0 <= c["native_share"] <= 1.0
+    body, med = le.summarise([r], 0.9, 1024)
+    assert "(e)" in body and med["e"] == (le.steps_to(r["curve"], 0.9) or 1024)
