@@ -85,6 +85,7 @@ def run_one(
     eval_parts: int,
     n_envs: int,
     bc_samples: int | None = None,
+    fine_cnn: bool = False,
 ):
     """Train one arm with one seed; evaluate every ``eval_every`` steps."""
     import torch
@@ -106,6 +107,8 @@ def run_one(
     cfg = TrainConfig()
     if bc_samples is not None:
         cfg = cfg.replace(bc_samples=bc_samples)
+    if fine_cnn:
+        cfg = cfg.replace(cnn_fine=True)
     teacher = hybrid.get("teacher") == "scripted"
 
     def make(i):
@@ -180,6 +183,7 @@ def run_one(
         "seed": seed,
         "budget": budget,
         "bc_samples": offset,
+        "fine_cnn": bool(fine_cnn),
         "curve": curve,
         "wall_s": time.time() - t0,
     }
@@ -351,6 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         help="behaviour-cloning samples of arm (e) (default: TrainConfig's; at most budget/2)",
     )
     ap.add_argument(
+        "--fine-cnn",
+        action="store_true",
+        help="the glimpse CNN's full-resolution variant (TrainConfig.cnn_fine) in every arm",
+    )
+    ap.add_argument(
         "--report-only", action="store_true", help="write the table from the saved runs only"
     )
     args = ap.parse_args(argv)
@@ -365,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in range(seeds):
         for arm in args.arms:
             tag = f"_bc{args.bc_samples}" if args.bc_samples is not None and arm == "e" else ""
+            tag += "_fine" if args.fine_cnn else ""
             path = out_dir / f"{arm}_{seed}_{budget}_b{STEP_BUDGET}{tag}.json"
             if path.exists() and not args.force:
                 results.append(json.loads(path.read_text()))
@@ -373,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"arm {arm} seed {seed}: training {budget} steps", flush=True)
             r = run_one(arm, seed, budget, eval_every, eval_parts, n_envs=4,
-                        bc_samples=args.bc_samples)  # fmt: skip
+                        bc_samples=args.bc_samples, fine_cnn=args.fine_cnn)  # fmt: skip
             path.write_text(json.dumps(r, indent=1))
             last = r["curve"][-1]
             print(

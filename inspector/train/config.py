@@ -42,6 +42,9 @@ class TrainConfig:
         the next stage when evaluation accuracy reaches ``curriculum_threshold``.
     :param curriculum_threshold: evaluation accuracy that advances the curriculum.
     :param cnn_channels: width of the glimpse CNN.
+    :param cnn_fine: the glimpse CNN's full-resolution variant (stride-1 5x5 first
+        layers): needed for one-pixel defects on a periodic texture, about 4x the glimpse
+        CNN's compute (see ``inspector.train.network.GlimpseCNN``).
     :param features_dim: size of the features the CNN extractor produces.
     :param net_arch: hidden layers of the policy and value heads.
     :param final_eval_episodes: parts of the evaluation written to report.json after training.
@@ -76,6 +79,7 @@ class TrainConfig:
     curriculum: list[dict[str, str]] = field(default_factory=list)
     curriculum_threshold: float = 0.8
     cnn_channels: int = 8
+    cnn_fine: bool = False
     features_dim: int = 128
     net_arch: list[int] = field(default_factory=lambda: [64])
     final_eval_episodes: int = 100

@@ -23,22 +23,41 @@ def standardise(x: torch.Tensor, eps: float = 1.0) -> torch.Tensor:
 
 
 class GlimpseCNN(nn.Module):
-    """Conv stack -> global max and mean pooling (a point defect survives max pooling)."""
+    """Conv stack -> global max and mean pooling (a point defect survives max pooling).
 
-    def __init__(self, channels: int = 8) -> None:
+    :param channels: width.
+    :param fine: two stride-1 5x5 layers first, at full resolution, instead of a
+        stride-2 3x3 one. A one-pixel defect on a periodic texture (an LCD's pixel grid
+        of pitch 3-5) is only told apart by comparing a pixel with its neighbours a
+        pitch away; the stride-2 3x3 stack does not learn that (measured: 0.50-0.58
+        held-out accuracy on native 32x32 glimpses with and without a 1-px point of the
+        synthetic panels, against 0.99 for ``fine``), at about 4x the compute.
+    """
+
+    def __init__(self, channels: int = 8, fine: bool = False) -> None:
         super().__init__()
         c = channels
-        # A stride-2 first layer keeps the cost low; its 3x3 kernels still see every
-        # pixel, so a one-pixel point defect reaches the features.
-        self.net = nn.Sequential(
-            nn.Conv2d(1, c, 3, stride=2, padding=1),
-            nn.ReLU(),
-            nn.Conv2d(c, 2 * c, 3, padding=1),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(2 * c, 2 * c, 3, padding=1),
-            nn.ReLU(),
-        )
+        if fine:
+            self.net = nn.Sequential(
+                nn.Conv2d(1, c, 5, padding=2),
+                nn.ReLU(),
+                nn.Conv2d(c, 2 * c, 5, padding=2),
+                nn.ReLU(),
+                nn.Conv2d(2 * c, 2 * c, 3, padding=1),
+                nn.ReLU(),
+            )
+        else:
+            # A stride-2 first layer keeps the cost low; its 3x3 kernels still see
+            # every pixel, so a one-pixel point defect reaches the features.
+            self.net = nn.Sequential(
+                nn.Conv2d(1, c, 3, stride=2, padding=1),
+                nn.ReLU(),
+                nn.Conv2d(c, 2 * c, 3, padding=1),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(2 * c, 2 * c, 3, padding=1),
+                nn.ReLU(),
+            )
         self.out_dim = 4 * c
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -53,15 +72,21 @@ class InspectorExtractor(BaseFeaturesExtractor):
     :param observation_space: the env's Dict space.
     :param channels: width of the glimpse CNN.
     :param features_dim: size of the output features.
+    :param fine: the glimpse CNN's full-resolution variant (see :class:`GlimpseCNN`);
+        the overview CNN stays the fast one.
     """
 
     def __init__(
-        self, observation_space: gym.spaces.Dict, channels: int = 8, features_dim: int = 128
+        self,
+        observation_space: gym.spaces.Dict,
+        channels: int = 8,
+        features_dim: int = 128,
+        fine: bool = False,
     ) -> None:
         super().__init__(observation_space, features_dim)
         self.memory = observation_space["glimpse"].shape[0]
         state_dim = observation_space["state"].shape[0]
-        self.glimpse_cnn = GlimpseCNN(channels)
+        self.glimpse_cnn = GlimpseCNN(channels, fine=fine)
         self.overview_cnn = GlimpseCNN(max(4, channels // 2))
         self.state_mlp = nn.Sequential(nn.Linear(state_dim, 64), nn.ReLU())
         total = 2 * self.glimpse_cnn.out_dim + self.overview_cnn.out_dim + 64

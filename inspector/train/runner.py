@@ -70,6 +70,7 @@ def policy_kwargs(cfg: TrainConfig) -> dict[str, Any]:
         "features_extractor_kwargs": {
             "channels": cfg.cnn_channels,
             "features_dim": cfg.features_dim,
+            **({"fine": True} if cfg.cnn_fine else {}),
         },
         "net_arch": list(cfg.net_arch),
         "normalize_images": False,
