@@ -117,6 +117,10 @@ def test_learning_efficiency_pieces_run_at_a_tiny_size():
     assert vis["points"] > 0
     for k in ("local", "grid"):
         assert 0.0 <= vis[k]["recall"] <= 1.0 and vis[k]["point_max_median"] > 0
+    probe = le.perception_probe(samples=300, epochs=1)
+    assert probe["samples"] >= 300
+    for k in ("fast", "fine"):
+        assert 0.0 <= probe[k]["accuracy"] <= 1.0 and 0.0 <= probe[k]["false_alarm"] <= 1.0
     r = le.run_one("e", 0, 1024, eval_every=512, eval_parts=4, n_envs=2, bc_samples=256)
     steps = [c["steps"] for c in r["curve"]]
     assert r["bc_samples"] == 256 and steps[0] == 256 and steps == sorted(steps)
