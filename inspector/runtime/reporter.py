@@ -76,8 +76,7 @@ class Reporter:
         self._cond = threading.Condition()
         self._queue: collections.deque[Result] = collections.deque()
         self._busy = 0  # results taken off the queue, not yet committed
-        self._stop = False
-        self._abandon = False
+        self._stop = False  # set by close(): what is still queued then is given up
         self._thread: threading.Thread | None = None
         if self.background:
             self._thread = threading.Thread(
@@ -161,7 +160,6 @@ class Reporter:
         committed = self.drain(flush_timeout) if self.background else True
         with self._cond:
             self._stop = True
-            self._abandon = True
             lost = list(self._queue)
             self._queue.clear()
             self._cond.notify_all()
@@ -204,8 +202,8 @@ class Reporter:
             with self._cond:
                 while not self._queue and not self._stop:
                     self._cond.wait()
-                if not self._queue:
-                    return  # stopped and drained
+                if self._stop:
+                    return  # close() has drained what it could and taken the rest
                 batch = [self._queue.popleft() for _ in range(min(COMMIT_BATCH, len(self._queue)))]
                 self._busy = len(batch)
             try:
@@ -218,10 +216,10 @@ class Reporter:
                     self._queue.extendleft(reversed(batch))
                     self._busy = 0
                     self._cond.notify_all()
-                    if self._abandon:
+                    if self._stop:
                         return
                     self._cond.wait(delay)
-                    if self._abandon:
+                    if self._stop:
                         return
                 delay = min(5.0, delay * 2)
                 continue

@@ -117,9 +117,7 @@ class Station:
         self.reporter = reporter if reporter is not None else self._reporter()
         self._last_status = 0.0
         self._full_since: float | None = None
-        self._broker_errors = 0
-        self._footage_errors = 0
-        self._commit_errors = 0
+        self._thread_errors: dict[str, int] = {}  # see _count_errors
         self._publishing = False
         self._closed = False
 
@@ -422,21 +420,25 @@ class Station:
             self._log_result(result)  # a reporter given from outside has no callback
 
     # -- status ----------------------------------------------------------------------
+    def _count_errors(self, kind: str, total: Any) -> None:
+        """Count as ``kind`` errors what a background thread's counter gained since last time.
+
+        The footage writer, the committer and the publisher log their own errors and only
+        keep a running total; this turns the new ones into metrics.
+        """
+        n = int(total or 0)
+        seen = self._thread_errors.get(kind, 0)
+        for _ in range(n - seen):
+            self.metrics.error(kind)
+        self._thread_errors[kind] = max(seen, n)
+
     def _tick(self) -> None:
-        n = int(getattr(self.recorder, "errors", 0) or 0)
-        for _ in range(n - self._footage_errors):
-            self.metrics.error("footage")  # the writer thread logged it
-        self._footage_errors = max(self._footage_errors, n)
-        n = int(getattr(self.reporter, "commit_errors", 0) or 0)
-        for _ in range(n - self._commit_errors):
-            self.metrics.error("outbox")  # the committer logged it and retries
-        self._commit_errors = max(self._commit_errors, n)
+        self._count_errors("footage", getattr(self.recorder, "errors", 0))
+        self._count_errors("outbox", getattr(self.reporter, "commit_errors", 0))
         st = self.reporter.status() if hasattr(self.reporter, "status") else None
         if st is not None:
             self.metrics.link(st.outbox_depth, st.outbox_full, st.connected)
-            for _ in range(st.errors - self._broker_errors):
-                self.metrics.error("broker")  # refused, lost, TLS: the publisher logged it
-            self._broker_errors = max(self._broker_errors, st.errors)
+            self._count_errors("broker", st.errors)  # refused, lost, TLS
         if time.monotonic() - self._last_status >= self.cfg.status_interval:
             self._status_line(st)
 
