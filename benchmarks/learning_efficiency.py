@@ -462,7 +462,14 @@ def main(argv: list[str] | None = None) -> int:
     body, med = summarise(results, args.target, budget)
     ceiling = search_ceiling(eval_parts)
     vis = point_visibility()
-    probe = perception_probe(epochs=3 if args.quick else 12)
+    # The probe does not depend on the runs (minutes of training): kept like a run.
+    epochs = 3 if args.quick else 12
+    probe_path = out_dir / f"perception_probe_{epochs}ep.json"
+    if probe_path.exists() and not args.force:
+        probe = json.loads(probe_path.read_text())
+    else:
+        probe = perception_probe(epochs=epochs)
+        probe_path.write_text(json.dumps(probe, indent=1))
     rc = ceiling["per_class_recall"]
     notes = [
         "",

@@ -43,8 +43,8 @@ class TrainConfig:
     :param curriculum_threshold: evaluation accuracy that advances the curriculum.
     :param cnn_channels: width of the glimpse CNN.
     :param cnn_fine: the glimpse CNN's full-resolution variant (stride-1 5x5 first
-        layers): needed for one-pixel defects on a periodic texture, about 4x the glimpse
-        CNN's compute (see ``inspector.train.network.GlimpseCNN``).
+        layers): needed for one-pixel defects on a periodic texture, at several times the
+        glimpse CNN's compute (see ``inspector.train.network.GlimpseCNN``).
     :param features_dim: size of the features the CNN extractor produces.
     :param net_arch: hidden layers of the policy and value heads.
     :param final_eval_episodes: parts of the evaluation written to report.json after training.

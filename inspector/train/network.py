@@ -31,7 +31,8 @@ class GlimpseCNN(nn.Module):
         of pitch 3-5) is only told apart by comparing a pixel with its neighbours a
         pitch away; the stride-2 3x3 stack does not learn that (measured: 0.50-0.58
         held-out accuracy on native 32x32 glimpses with and without a 1-px point of the
-        synthetic panels, against 0.99 for ``fine``), at about 4x the compute.
+        synthetic panels, against 0.99 for ``fine``), at several times the compute
+        (every layer at full resolution).
     """
 
     def __init__(self, channels: int = 8, fine: bool = False) -> None:
