@@ -45,6 +45,9 @@ CAMERA = {"size": 128, "invisible_at": 32, "point_size": (1, 1)}
 #: of points there), so a part needs a search at native resolution: 16 native cells.
 #: 12 steps cap any search at ~0.82 accuracy; 24 allow ~0.93 (see `search_ceiling`).
 STEP_BUDGET = 24
+#: ``--balanced-verdict``: weight of the teacher's stop steps in the class-balanced
+#: verdict cross-entropy (the stop steps are ~7 % of the cloned samples).
+BALANCED_STOP_WEIGHT = 8.0
 ARMS = {
     "a": "sparse + plain PPO",
     "b": "shaped (process + outcome)",
@@ -86,6 +89,7 @@ def run_one(
     n_envs: int,
     bc_samples: int | None = None,
     fine_cnn: bool = False,
+    balanced_verdict: bool = False,
 ):
     """Train one arm with one seed; evaluate every ``eval_every`` steps."""
     import torch
@@ -109,6 +113,14 @@ def run_one(
         cfg = cfg.replace(bc_samples=bc_samples)
     if fine_cnn:
         cfg = cfg.replace(cnn_fine=True)
+    if balanced_verdict:
+        cfg = cfg.replace(verdict_balance=True, verdict_stop_weight=BALANCED_STOP_WEIGHT)
+    if hybrid.get("w_sl", 0) > 0:
+        hybrid = {
+            **hybrid,
+            "verdict_balance": cfg.verdict_balance,
+            "verdict_stop_weight": cfg.verdict_stop_weight,
+        }
     teacher = hybrid.get("teacher") == "scripted"
 
     def make(i):
@@ -147,7 +159,14 @@ def run_one(
             offset,
             seed=seed,
         )
-        behaviour_clone(model, data, epochs=cfg.bc_epochs, lr=cfg.bc_lr)
+        behaviour_clone(
+            model,
+            data,
+            epochs=cfg.bc_epochs,
+            lr=cfg.bc_lr,
+            balance=cfg.verdict_balance,
+            stop_weight=cfg.verdict_stop_weight,
+        )
 
     class Eval(BaseCallback):
         def __init__(self):
@@ -184,6 +203,7 @@ def run_one(
         "budget": budget,
         "bc_samples": offset,
         "fine_cnn": bool(fine_cnn),
+        "balanced_verdict": bool(balanced_verdict),
         "curve": curve,
         "wall_s": time.time() - t0,
     }
@@ -423,6 +443,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the glimpse CNN's full-resolution variant (TrainConfig.cnn_fine) in every arm",
     )
     ap.add_argument(
+        "--balanced-verdict",
+        action="store_true",
+        help="class-balanced, stop-weighted verdict cross-entropy in arm (e)"
+        " (TrainConfig.verdict_balance / verdict_stop_weight)",
+    )
+    ap.add_argument(
         "--report-only", action="store_true", help="write the table from the saved runs only"
     )
     args = ap.parse_args(argv)
@@ -438,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         for arm in args.arms:
             tag = f"_bc{args.bc_samples}" if args.bc_samples is not None and arm == "e" else ""
             tag += "_fine" if args.fine_cnn else ""
+            tag += "_bal" if args.balanced_verdict and arm == "e" else ""
             path = out_dir / f"{arm}_{seed}_{budget}_b{STEP_BUDGET}{tag}.json"
             if path.exists() and not args.force:
                 results.append(json.loads(path.read_text()))
@@ -446,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"arm {arm} seed {seed}: training {budget} steps", flush=True)
             r = run_one(arm, seed, budget, eval_every, eval_parts, n_envs=4,
-                        bc_samples=args.bc_samples, fine_cnn=args.fine_cnn)  # fmt: skip
+                        bc_samples=args.bc_samples, fine_cnn=args.fine_cnn,
+                        balanced_verdict=args.balanced_verdict)  # fmt: skip
             path.write_text(json.dumps(r, indent=1))
             last = r["curve"][-1]
             print(

@@ -52,6 +52,12 @@ class TrainConfig:
         (only with ``teacher: scripted``; 0 = off). They count as training steps.
     :param bc_epochs: behaviour-cloning epochs over those samples.
     :param bc_lr: behaviour-cloning learning rate.
+    :param verdict_balance: class-balanced verdict cross-entropy, in behaviour cloning
+        and in the hybrid loss (see ``inspector.train.losses``): without it the verdict
+        head learns the majority ``ok`` on the steps where the teacher has no defect in
+        sight yet.
+    :param verdict_stop_weight: weight, in that cross-entropy, of the steps where the
+        scripted teacher stops (the only ones where the verdict is read); 1 = none.
     """
 
     n_envs: int = 4
@@ -86,6 +92,8 @@ class TrainConfig:
     bc_samples: int = 4096
     bc_epochs: int = 8
     bc_lr: float = 1e-3
+    verdict_balance: bool = False
+    verdict_stop_weight: float = 1.0
 
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
@@ -99,6 +107,10 @@ class TrainConfig:
         for name in ("w_rl", "w_sl", "w_kd", "learning_rate", "lr_floor"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
+        if self.verdict_stop_weight <= 0:
+            raise ValueError(
+                f"verdict_stop_weight must be positive, got {self.verdict_stop_weight}"
+            )
         if self.w_rl + self.w_sl + self.w_kd <= 0:
             raise ValueError("w_rl + w_sl + w_kd must be positive")
 

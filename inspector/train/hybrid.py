@@ -33,6 +33,7 @@ from stable_baselines3.common.utils import explained_variance
 from torch.nn import functional as F
 
 from inspector.rrm.buffer import RRMRolloutBuffer
+from inspector.train.losses import balanced_class_weights, verdict_cross_entropy
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,10 @@ class HybridPPO(PPO):
     :param w_kd: weight of the KL distillation from the teacher.
     :param teacher: ``"scripted"``, an SB3 policy/model with the same action space, or None.
     :param teacher_smoothing: label smoothing of the scripted teacher's one-hot target.
+    :param verdict_balance: class-balanced verdict cross-entropy, the class weights taken
+        over each rollout's targets (see :mod:`inspector.train.losses`).
+    :param verdict_stop_weight: weight of the steps where the scripted teacher would stop
+        in the verdict cross-entropy (1 = none).
     """
 
     #: Default after loading: the teacher is not saved with the model (see below).
@@ -58,8 +63,14 @@ class HybridPPO(PPO):
         w_kd: float = 0.1,
         teacher: Any = None,
         teacher_smoothing: float = 0.05,
+        verdict_balance: bool = False,
+        verdict_stop_weight: float = 1.0,
         **kwargs: Any,
     ) -> None:
+        if verdict_stop_weight <= 0:
+            raise ValueError(f"verdict_stop_weight must be positive, got {verdict_stop_weight}")
+        self.verdict_balance = bool(verdict_balance)
+        self.verdict_stop_weight = float(verdict_stop_weight)
         self.w_rl = float(w_rl)
         self.w_sl = float(w_sl)
         self.w_kd = float(w_kd)
@@ -124,6 +135,10 @@ class HybridPPO(PPO):
         entropy_losses, pg_losses, value_losses, clip_fractions = [], [], [], []
         ce_losses, kd_losses, verdict_acc = [], [], []
         hybrid = self.w_sl > 0 or self.w_kd > 0
+        class_weights = None
+        if self.verdict_balance and hasattr(self.rollout_buffer, "labels"):
+            n_classes = int(self.action_space.nvec[-1])  # type: ignore[attr-defined]
+            class_weights = balanced_class_weights(self.rollout_buffer.labels, n_classes)
         continue_training = True
         for _epoch in range(self.n_epochs):
             approx_kl_divs = []
@@ -178,7 +193,14 @@ class HybridPPO(PPO):
                     labelled = labels >= 0
                     if self.w_sl > 0 and bool(labelled.any()):
                         vlogits = dist.distribution[-1].logits[labelled]
-                        ce = F.cross_entropy(vlogits, labels[labelled])
+                        teach = getattr(rollout_data, "teacher_actions", None)
+                        ce = verdict_cross_entropy(
+                            vlogits,
+                            labels[labelled],
+                            class_weights,
+                            None if teach is None else teach[labelled],
+                            self.verdict_stop_weight,
+                        )
                         extra = extra + self.w_sl * ce
                         total_w += self.w_sl
                         ce_losses.append(ce.item())

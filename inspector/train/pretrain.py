@@ -20,6 +20,9 @@ import numpy as np
 import torch as th
 from torch.nn import functional as F
 
+from inspector.scan import STOP
+from inspector.train.losses import balanced_class_weights, verdict_cross_entropy
+
 log = logging.getLogger(__name__)
 
 
@@ -63,23 +66,36 @@ def collect_teacher_samples(
 
 
 def behaviour_clone(
-    model: Any, data: dict[str, np.ndarray], epochs: int = 8, lr: float = 1e-3, batch: int = 128
+    model: Any,
+    data: dict[str, np.ndarray],
+    epochs: int = 8,
+    lr: float = 1e-3,
+    batch: int = 128,
+    balance: bool = False,
+    stop_weight: float = 1.0,
 ) -> dict[str, float]:
     """Train the policy's move head on the teacher's actions and its verdict head on the
     teacher's verdicts (``data["verdict"]``; the true labels where there is none).
 
-    :returns: final losses and training accuracies.
+    :param balance: class-balanced verdict loss (see :mod:`inspector.train.losses`).
+    :param stop_weight: weight of the steps where the teacher stops in the verdict loss.
+    :returns: final losses and training accuracies; ``bc/stop_verdict_accuracy`` is the
+        verdict accuracy on the teacher's stop steps, the only ones where it is read.
     """
     policy = model.policy
     policy.set_training_mode(True)
     opt = th.optim.Adam(policy.parameters(), lr=lr)
     n = len(data["label"])
     tens = {k: th.as_tensor(v) for k, v in data.items()}
+    ykey = "verdict" if "verdict" in tens else "label"
+    n_classes = int(policy.action_space.nvec[-1])
+    weights = balanced_class_weights(data[ykey], n_classes) if balance else None
     gen = th.Generator().manual_seed(0)
     stats: dict[str, float] = {}
     for _ in range(epochs):
         perm = th.randperm(n, generator=gen)
         move_acc, verdict_acc, losses = [], [], []
+        stop_hits, stops = 0, 0
         for s in range(0, n, batch):
             b = perm[s : s + batch]
             obs = {k: tens[k][b].float() for k in ("glimpse", "overview", "state")}
@@ -87,8 +103,9 @@ def behaviour_clone(
             move_logits = dist.distribution[0].logits
             verdict_logits = dist.distribution[-1].logits
             t = tens["teacher"][b].long()
-            y = tens["verdict" if "verdict" in tens else "label"][b].long()
-            loss = F.cross_entropy(move_logits, t) + F.cross_entropy(verdict_logits, y)
+            y = tens[ykey][b].long()
+            vloss = verdict_cross_entropy(verdict_logits, y, weights, t, stop_weight)
+            loss = F.cross_entropy(move_logits, t) + vloss
             opt.zero_grad()
             loss.backward()
             th.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
@@ -96,10 +113,14 @@ def behaviour_clone(
             losses.append(loss.item())
             move_acc.append((move_logits.argmax(1) == t).float().mean().item())
             verdict_acc.append((verdict_logits.argmax(1) == y).float().mean().item())
+            at_stop = t == STOP
+            stops += int(at_stop.sum())
+            stop_hits += int((verdict_logits.argmax(1)[at_stop] == y[at_stop]).sum())
         stats = {
             "bc/loss": float(np.mean(losses)),
             "bc/move_accuracy": float(np.mean(move_acc)),
             "bc/verdict_accuracy": float(np.mean(verdict_acc)),
+            "bc/stop_verdict_accuracy": stop_hits / stops if stops else float("nan"),
         }
     policy.set_training_mode(False)
     log.info("behaviour cloning: %s", stats)

@@ -115,6 +115,8 @@ def build_model(env: Any, profile: Profile, cfg: TrainConfig, teacher: Any, tb_d
         w_sl=cfg.w_sl,
         w_kd=cfg.w_kd,
         teacher=teacher,
+        verdict_balance=cfg.verdict_balance,
+        verdict_stop_weight=cfg.verdict_stop_weight,
         **ppo_kwargs(cfg),
     )
 
@@ -219,7 +221,14 @@ def pretrain(model: Any, profile: str, camera: str, params: Mapping, cfg: TrainC
         cfg.bc_samples,
         seed=cfg.seed,
     )
-    stats = behaviour_clone(model, data, epochs=cfg.bc_epochs, lr=cfg.bc_lr)
+    stats = behaviour_clone(
+        model,
+        data,
+        epochs=cfg.bc_epochs,
+        lr=cfg.bc_lr,
+        balance=cfg.verdict_balance,
+        stop_weight=cfg.verdict_stop_weight,
+    )
     stats["bc/samples"] = cfg.bc_samples
     (out / "bc.json").write_text(json.dumps(stats, indent=2))
     return stats

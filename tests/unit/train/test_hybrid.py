@@ -131,3 +131,21 @@ def test_no_teacher_sets_the_kl_weight_to_zero_and_says_so(caplog):
         )
     assert model.w_kd == 0.0
     assert "no teacher" in caplog.text
+
+
+def test_balanced_stop_weighted_verdict_loss_changes_the_gradients():
+    _, ours = _pair(0.2, 0.0, teacher="scripted")
+    weighted = copy.deepcopy(ours)
+    weighted.verdict_balance, weighted.verdict_stop_weight = True, 8.0
+    assert (ours.rollout_buffer.teacher_actions >= 0).any()  # the stop weighting has data
+    g_plain = _grads_after_one_minibatch(ours)
+    g_weighted = _grads_after_one_minibatch(weighted)
+    assert any(not th.allclose(a, b) for a, b in zip(g_plain, g_weighted))
+
+
+def test_verdict_stop_weight_must_be_positive():
+    import pytest
+
+    prof = tiny_profile()
+    with pytest.raises(ValueError, match="verdict_stop_weight must be positive"):
+        HybridPPO("MultiInputPolicy", venv(prof), device="cpu", verdict_stop_weight=0.0)

@@ -44,3 +44,24 @@ def test_behaviour_cloning_fits_the_teachers_moves():
     # Better than always answering the teacher's most frequent action.
     majority = np.bincount(data["teacher"]).max() / len(data["teacher"])
     assert last["bc/move_accuracy"] > majority + 0.05
+
+
+def test_balanced_cloning_reports_the_stop_step_verdict_accuracy():
+    prof = tiny_profile()
+    data = collect_teacher_samples(
+        lambda: InspectionEnv(prof, "synthetic", {"size": 128}, teacher=True), 300, epsilon=0.0
+    )
+    model = HybridPPO(
+        "MultiInputPolicy",
+        venv(prof),
+        n_steps=16,
+        device="cpu",
+        policy_kwargs=POLICY_KW,
+        rollout_buffer_class=RRMRolloutBuffer,
+        rollout_buffer_kwargs={"rrm": prof.rrm},
+        teacher="scripted",
+        seed=0,
+    )
+    stats = behaviour_clone(model, data, epochs=2, balance=True, stop_weight=8.0)
+    assert 0.0 <= stats["bc/stop_verdict_accuracy"] <= 1.0
+    assert stats["bc/loss"] > 0
