@@ -90,6 +90,7 @@ def run_one(
     bc_samples: int | None = None,
     fine_cnn: bool = False,
     balanced_verdict: bool = False,
+    perception: int = 0,
 ):
     """Train one arm with one seed; evaluate every ``eval_every`` steps."""
     import torch
@@ -150,13 +151,25 @@ def run_one(
     curve = []
     # The full stack clones the scripted teacher first; those env steps count.
     offset = 0
+    if arm == "e" and perception > 0:
+        from inspector.train.perception import perception_pretrain
+
+        offset = min(perception, budget // 4)
+        perception_pretrain(
+            model,
+            lambda: InspectionEnv(prof, "synthetic", {**CAMERA, "seed": seed}),
+            offset,
+            epochs=cfg.perception_epochs,
+            seed=seed,
+        )
     if arm == "e" and cfg.bc_samples > 0:
         from inspector.train.pretrain import behaviour_clone, collect_teacher_samples
 
-        offset = min(cfg.bc_samples, budget // 2)
+        n_bc = min(cfg.bc_samples, budget // 2)
+        offset += n_bc
         data = collect_teacher_samples(
             lambda: InspectionEnv(prof, "synthetic", {**CAMERA, "seed": seed}, teacher=True),
-            offset,
+            n_bc,
             seed=seed,
         )
         behaviour_clone(
@@ -201,7 +214,8 @@ def run_one(
         "arm": arm,
         "seed": seed,
         "budget": budget,
-        "bc_samples": offset,
+        "bc_samples": offset - (min(perception, budget // 4) if arm == "e" else 0),
+        "perception_samples": min(perception, budget // 4) if arm == "e" else 0,
         "fine_cnn": bool(fine_cnn),
         "balanced_verdict": bool(balanced_verdict),
         "curve": curve,
@@ -449,6 +463,13 @@ def main(argv: list[str] | None = None) -> int:
         " (TrainConfig.verdict_balance / verdict_stop_weight)",
     )
     ap.add_argument(
+        "--perception",
+        type=int,
+        default=0,
+        help="arm (e) first pretrains its glimpse CNN on this many mask-labelled native"
+        " crops (TrainConfig.perception_samples; counted as env steps; at most budget/4)",
+    )
+    ap.add_argument(
         "--report-only", action="store_true", help="write the table from the saved runs only"
     )
     args = ap.parse_args(argv)
@@ -465,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
             tag = f"_bc{args.bc_samples}" if args.bc_samples is not None and arm == "e" else ""
             tag += "_fine" if args.fine_cnn else ""
             tag += "_bal" if args.balanced_verdict and arm == "e" else ""
+            tag += f"_pp{args.perception}" if args.perception and arm == "e" else ""
             path = out_dir / f"{arm}_{seed}_{budget}_b{STEP_BUDGET}{tag}.json"
             if path.exists() and not args.force:
                 results.append(json.loads(path.read_text()))
@@ -474,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"arm {arm} seed {seed}: training {budget} steps", flush=True)
             r = run_one(arm, seed, budget, eval_every, eval_parts, n_envs=4,
                         bc_samples=args.bc_samples, fine_cnn=args.fine_cnn,
-                        balanced_verdict=args.balanced_verdict)  # fmt: skip
+                        balanced_verdict=args.balanced_verdict,
+                        perception=args.perception)  # fmt: skip
             path.write_text(json.dumps(r, indent=1))
             last = r["curve"][-1]
             print(

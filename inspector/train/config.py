@@ -52,6 +52,10 @@ class TrainConfig:
         (only with ``teacher: scripted``; 0 = off). They count as training steps.
     :param bc_epochs: behaviour-cloning epochs over those samples.
     :param bc_lr: behaviour-cloning learning rate.
+    :param perception_samples: native glimpse crops, labelled from the frames' defect
+        masks, to pretrain the glimpse CNN on before cloning and PPO (see
+        ``inspector.train.perception``; 0 = off). They count as training steps.
+    :param perception_epochs: epochs of that pretraining.
     :param verdict_balance: class-balanced verdict cross-entropy, in behaviour cloning
         and in the hybrid loss (see ``inspector.train.losses``): without it the verdict
         head learns the majority ``ok`` on the steps where the teacher has no defect in
@@ -92,6 +96,8 @@ class TrainConfig:
     bc_samples: int = 4096
     bc_epochs: int = 8
     bc_lr: float = 1e-3
+    perception_samples: int = 0
+    perception_epochs: int = 12
     verdict_balance: bool = False
     verdict_stop_weight: float = 1.0
 
@@ -107,6 +113,9 @@ class TrainConfig:
         for name in ("w_rl", "w_sl", "w_kd", "learning_rate", "lr_floor"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
+        for name in ("bc_samples", "perception_samples"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.verdict_stop_weight <= 0:
             raise ValueError(
                 f"verdict_stop_weight must be positive, got {self.verdict_stop_weight}"

@@ -211,6 +211,24 @@ def _callbacks(out: Path, cfg: TrainConfig, total: int, progress: bool):
     return RunCallback()
 
 
+def pretrain_perception(
+    model: Any, profile: str, camera: str, params: Mapping, cfg: TrainConfig, out: Path
+):
+    """Pretrain the glimpse CNN on mask-labelled crops (see :mod:`inspector.train.perception`)."""
+    from inspector.env import InspectionEnv
+    from inspector.train.perception import perception_pretrain
+
+    stats = perception_pretrain(
+        model,
+        lambda: InspectionEnv(profile, camera, dict(params)),
+        cfg.perception_samples,
+        epochs=cfg.perception_epochs,
+        seed=cfg.seed,
+    )
+    (out / "perception.json").write_text(json.dumps(stats, indent=2))
+    return stats
+
+
 def pretrain(model: Any, profile: str, camera: str, params: Mapping, cfg: TrainConfig, out: Path):
     """Behaviour-clone the scripted teacher (see :mod:`inspector.train.pretrain`)."""
     from inspector.env import InspectionEnv
@@ -326,6 +344,8 @@ def train_run(
 
                 base, _, _ = load_trained(init_from)
                 model.policy.load_state_dict(base.policy.state_dict())
+            if cfg.perception_samples > 0:
+                pretrain_perception(model, str(prof_copy), camera, camera_params, cfg, out)
             if teacher == "scripted" and cfg.bc_samples > 0:
                 pretrain(model, str(prof_copy), camera, camera_params, cfg, out)
             remaining = timesteps

@@ -29,6 +29,8 @@ def tiny_run(tmp: Path, profile: str, camera: str, params: dict[str, str]) -> Pa
     cfg.write_text(
         "n_envs: 1\nn_steps: 64\nbatch_size: 64\nn_epochs: 1\nfinal_eval_episodes: 0\n"
         "bc_samples: 256\nbc_epochs: 2\n"
+        "perception_samples: 64\nperception_epochs: 1\n"
+        "verdict_balance: true\nverdict_stop_weight: 4.0\n"
     )
     out = tmp / "run"
     args = [sys.executable, str(ROOT / "main.py"), "train", "--profile", profile]
@@ -45,6 +47,14 @@ def syn_run(tmp_path_factory) -> Path:
     return tiny_run(
         tmp_path_factory.mktemp("syn"), "reward_profiles/lcd_panel.yaml", "synthetic", SYN
     )
+
+
+def test_the_run_pretrained_perception_and_cloned_with_the_weighted_verdict_loss(syn_run):
+    perception = json.loads((syn_run / "perception.json").read_text())
+    assert perception["perception/samples"] == 64
+    assert 0.0 <= perception["perception/accuracy"] <= 1.0
+    bc = json.loads((syn_run / "bc.json").read_text())
+    assert "bc/stop_verdict_accuracy" in bc
 
 
 def test_onnx_graph_checks_and_carries_metadata(syn_run, tmp_path):

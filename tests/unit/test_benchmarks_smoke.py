@@ -122,15 +122,13 @@ def test_learning_efficiency_pieces_run_at_a_tiny_size():
     for k in ("fast", "fine"):
         assert 0.0 <= probe[k]["accuracy"] <= 1.0 and 0.0 <= probe[k]["false_alarm"] <= 1.0
     r = le.run_one(
-        "e", 0, 1024, eval_every=512, eval_parts=4, n_envs=2, bc_samples=256, balanced_verdict=True
-    )
+        "e", 0, 1024, eval_every=512, eval_parts=4, n_envs=2, bc_samples=256,
+        balanced_verdict=True, perception=64,
+    )  # fmt: skip
     steps = [c["steps"] for c in r["curve"]]
-    assert (
-        r["balanced_verdict"]
-        and r["bc_samples"] == 256
-        and steps[0] == 256
-        and steps == sorted(steps)
-    )
+    assert r["balanced_verdict"] and r["bc_samples"] == 256 and r["perception_samples"] == 64
+    # The cloned steps and the crops count: the first evaluation comes after both.
+    assert steps[0] == 256 + 64 and steps == sorted(steps)
     for c in r["curve"]:
         assert 0.0 <= c["accuracy"] <= 1.0 and 0.0 <= c["native_share"] <= 1.0
     body, med = le.summarise([r], 0.9, 1024)

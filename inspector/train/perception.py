@@ -1,0 +1,162 @@
+"""Perception pretraining: teach the glimpse CNN what a defect looks like before RL.
+
+Cloning the teacher gives the verdict head few views of a small defect: a point is
+in sight for one or two steps of a part's search, so 16,384 cloned steps hold about
+900 of them, and the head learns to answer ``ok`` (measured on the synthetic panels:
+point recall 0.00 after cloning, even with the full-resolution glimpse CNN that
+reaches 0.99 when trained supervised on native glimpses). The frames' defect masks
+give that supervision directly: native glimpse-sized crops, each defect class around
+a random pixel of its mask, ``ok`` where the crop holds no mask pixel (ok parts and
+the clean areas of defective ones). The glimpse CNN is trained on them with a
+throw-away linear head and class-balanced cross-entropy; behaviour cloning and PPO
+then start from its weights.
+
+Only frames whose truth has a mask or boxes give defect crops; the crops are taken
+from the environment's own camera, in the scanner's grey conversion, so they are
+exactly the native glimpses the policy will see.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch as th
+from torch import nn
+
+from inspector.scan import to_gray
+from inspector.train.losses import balanced_class_weights, verdict_cross_entropy
+
+log = logging.getLogger(__name__)
+
+
+def glimpse_samples(make_env: Callable[[], Any], n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """``n`` native glimpse crops with their class: defect crops and clean ``ok`` crops.
+
+    Every part with a defect mask gives one crop around a random mask pixel (at a random
+    offset inside the crop) labelled with its class, and one crop that holds no mask
+    pixel labelled ok (when one is found in 20 tries); an ok part gives one random crop.
+
+    :param make_env: builds an :class:`~inspector.env.InspectionEnv` (its camera, profile
+        and class indices are used; its rewards are not).
+    :param n: number of crops (each one counts as one glimpse, i.e. one env step).
+    :returns: ``glimpse`` uint8 [n, G, G], ``label`` int64 [n].
+    """
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    env = make_env()
+    try:
+        g = int(env.profile.scan.glimpse)
+        ok = int(env.class_index[env.profile.ok_class])
+        rng = np.random.default_rng(seed)
+        xs: list[np.ndarray] = []
+        ys: list[int] = []
+        parts = 0
+        while len(xs) < n:
+            _, info = env.reset(seed=seed * 1_000_003 + parts)
+            parts += 1
+            frame = env.frame
+            label = int(info["label"])
+            if label < 0:
+                continue
+            img = to_gray(frame.image)
+            h, w = img.shape[:2]
+            if h < g or w < g:
+                raise ValueError(f"frame {frame.part_id} is {w}x{h}, smaller than the glimpse {g}")
+            mask = frame.truth.defect_mask(frame.shape) if frame.truth is not None else None
+            if label != ok:
+                if mask is None or not mask.any():
+                    continue  # a defect without a mask: nothing says where to crop
+                ys_px, xs_px = np.nonzero(mask)
+                k = int(rng.integers(len(ys_px)))
+                x0 = int(np.clip(xs_px[k] - rng.integers(0, g), 0, w - g))
+                y0 = int(np.clip(ys_px[k] - rng.integers(0, g), 0, h - g))
+                xs.append(img[y0 : y0 + g, x0 : x0 + g].copy())
+                ys.append(label)
+            for _ in range(20 if label != ok else 1):
+                x0, y0 = int(rng.integers(0, w - g + 1)), int(rng.integers(0, h - g + 1))
+                if mask is None or not mask[y0 : y0 + g, x0 : x0 + g].any():
+                    xs.append(img[y0 : y0 + g, x0 : x0 + g].copy())
+                    ys.append(ok)
+                    break
+    finally:
+        env.close()
+    return {"glimpse": np.stack(xs[:n]), "label": np.asarray(ys[:n], dtype=np.int64)}
+
+
+def glimpse_encoder(model: Any) -> nn.Module:
+    """The policy's glimpse CNN (:class:`~inspector.train.network.InspectorExtractor`)."""
+    ext = getattr(model.policy, "pi_features_extractor", None) or model.policy.features_extractor
+    cnn = getattr(ext, "glimpse_cnn", None)
+    if cnn is None:
+        raise TypeError(f"{type(ext).__name__} has no glimpse CNN to pretrain")
+    return cnn
+
+
+def pretrain_glimpse_cnn(
+    cnn: nn.Module,
+    data: dict[str, np.ndarray],
+    n_classes: int,
+    epochs: int = 12,
+    lr: float = 2e-3,
+    batch: int = 128,
+    held_out: float = 0.1,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Train ``cnn`` (in place) on the crops with a linear head; class-balanced loss.
+
+    :returns: ``perception/accuracy`` and ``perception/recall_<class index>`` on the
+        held-out share (the last ``held_out`` of a seeded permutation), and the loss.
+    """
+    from inspector.train.network import standardise
+
+    if not 0.0 <= held_out < 1.0:
+        raise ValueError(f"held_out must be in [0, 1), got {held_out}")
+    gen = th.Generator().manual_seed(seed)
+    x = th.as_tensor(data["glimpse"]).float().unsqueeze(1)
+    y = th.as_tensor(data["label"]).long()
+    perm = th.randperm(len(y), generator=gen)
+    n_test = int(round(held_out * len(y)))
+    train, test = perm[: len(y) - n_test], perm[len(y) - n_test :]
+    head = nn.Linear(cnn.out_dim, n_classes)
+    weights = balanced_class_weights(y[train].numpy(), n_classes)
+    params = [*cnn.parameters(), *head.parameters()]
+    opt = th.optim.Adam(params, lr=lr)
+    was_training = cnn.training
+    cnn.train()
+    losses: list[float] = []
+    for _ in range(epochs):
+        order = train[th.randperm(len(train), generator=gen)]
+        losses = []
+        for s in range(0, len(order), batch):
+            b = order[s : s + batch]
+            loss = verdict_cross_entropy(head(cnn(standardise(x[b]))), y[b], weights)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    cnn.train(was_training)
+    stats: dict[str, float] = {"perception/loss": float(np.mean(losses)) if losses else 0.0}
+    if n_test:
+        with th.no_grad():
+            pred = head(cnn(standardise(x[test]))).argmax(1)
+        stats["perception/accuracy"] = float((pred == y[test]).float().mean())
+        for c in range(n_classes):
+            sel = y[test] == c
+            if bool(sel.any()):
+                stats[f"perception/recall_{c}"] = float((pred[sel] == c).float().mean())
+    log.info("perception pretraining: %s", stats)
+    return stats
+
+
+def perception_pretrain(
+    model: Any, make_env: Callable[[], Any], n: int, epochs: int = 12, seed: int = 0
+) -> dict[str, float]:
+    """Collect ``n`` crops with :func:`glimpse_samples` and pretrain the model's glimpse CNN."""
+    data = glimpse_samples(make_env, n, seed=seed)
+    n_classes = int(model.policy.action_space.nvec[-1])
+    stats = pretrain_glimpse_cnn(glimpse_encoder(model), data, n_classes, epochs=epochs, seed=seed)
+    stats["perception/samples"] = float(len(data["label"]))
+    return stats
