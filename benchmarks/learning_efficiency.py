@@ -438,10 +438,103 @@ def summarise(results: list[dict], target: float, budget: int) -> tuple[str, dic
     return table(header, rows), med
 
 
+def describe_variant(tag: str) -> str:
+    """Words for a saved run's file-name tag (``_bc16384_fine_pp8000`` ...)."""
+    words = []
+    for tok in [t for t in tag.split("_") if t]:
+        if tok.startswith("bc"):
+            words.append(f"clones {int(tok[2:]):,} teacher steps")
+        elif tok == "fine":
+            words.append("full-resolution glimpse CNN")
+        elif tok == "bal":
+            words.append(f"balanced verdict loss (stop weight {BALANCED_STOP_WEIGHT:g})")
+        elif tok.startswith("pp"):
+            words.append(f"perception pretraining on {int(tok[2:]):,} crops")
+        else:
+            words.append(tok)
+    if words:
+        return ", ".join(words)
+    from inspector.train.config import TrainConfig
+
+    return f"TrainConfig defaults (clones {TrainConfig().bc_samples:,} teacher steps)"
+
+
+def variants_table(out_dir: Path, budget: int, target: float) -> tuple[str, list[dict]]:
+    """Every saved configuration of the full stack (e) at ``budget``: one row each.
+
+    The arm table compares the arms under one configuration; this one keeps the
+    experiments on the full stack itself side by side (its perception, its loss), each
+    with the seeds it has. Columns as in the arm table, plus the accuracy right after
+    the pretraining (before any PPO step) and the best accuracy seen.
+    """
+    groups: dict[str, list[dict]] = {}
+    prefix = "e_"
+    stem_end = f"_{budget}_b{STEP_BUDGET}"
+    for path in sorted(out_dir.glob(f"{prefix}*{stem_end}*.json")):
+        seed_part, _, tag = path.stem[len(prefix) :].partition(stem_end)
+        if not seed_part.isdigit():
+            continue
+        groups.setdefault(tag, []).append(json.loads(path.read_text()))
+    rows, out = [], []
+    for tag, rs in sorted(groups.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        hits = [steps_to(r["curve"], target) for r in rs]
+        capped = [h if h is not None else budget for h in hits]
+        final = [r["curve"][-1] for r in rs]
+        first = [r["curve"][0] for r in rs if r.get("bc_samples") or r.get("perception_samples")]
+        recall = {
+            c: float(np.mean([f["per_class_recall"].get(c) or 0.0 for f in final]))
+            for c in ("ok", "line", "point")
+        }
+        row = {
+            "variant": describe_variant(tag),
+            "seeds": sorted(r["seed"] for r in rs),
+            "median_steps": float(np.median(capped)),
+            "reached": sum(h is not None for h in hits),
+            "after_pretraining": float(np.median([f["accuracy"] for f in first]))
+            if first
+            else None,
+            "best": float(np.median([max(c["accuracy"] for c in r["curve"]) for r in rs])),
+            "final": float(np.median([f["accuracy"] for f in final])),
+        }
+        out.append(row)
+        rows.append(
+            [
+                row["variant"],
+                ",".join(str(v) for v in row["seeds"]),
+                f"{row['median_steps']:,.0f}" + ("" if row["reached"] == len(rs) else " (cap)"),
+                f"{row['reached']}/{len(rs)}",
+                "-" if row["after_pretraining"] is None else f"{row['after_pretraining']:.3f}",
+                f"{row['best']:.3f}",
+                f"{row['final']:.3f}",
+                " / ".join(f"{recall[c]:.2f}" for c in ("ok", "line", "point")),
+                f"{np.mean([f['mean_steps'] for f in final]):.1f}",
+                f"{np.mean([f['native_share'] for f in final]):.2f}",
+            ]
+        )
+    header = [
+        "full stack (e) variant",
+        "seeds",
+        f"median steps to {target:.0%}",
+        "reached",
+        "acc after pretraining (median)",
+        "best acc (median)",
+        "final acc (median)",
+        "final recall ok / line / point",
+        "mean steps/part",
+        "native share",
+    ]
+    return (table(header, rows) if rows else ""), out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="2 seeds, small budget (< 10 min)")
     ap.add_argument("--seeds", type=int, help="seeds per arm (default 5, quick 1)")
+    ap.add_argument(
+        "--only-seeds",
+        help="comma-separated seeds to train in this process (e.g. 1,2: run two processes"
+        " side by side); the report covers every saved seed of --seeds",
+    )
     ap.add_argument("--budget", type=int, help="env steps per run (default 30000, quick 6144)")
     ap.add_argument("--arms", default="abcdef", help="which arms to run (default all)")
     ap.add_argument("--target", type=float, default=0.9, help="accuracy target (default 0.9)")
@@ -481,6 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = RESULTS / mode
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
+    only = {int(v) for v in args.only_seeds.split(",")} if args.only_seeds else None
     for seed in range(seeds):
         for arm in args.arms:
             tag = f"_bc{args.bc_samples}" if args.bc_samples is not None and arm == "e" else ""
@@ -491,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
             if path.exists() and not args.force:
                 results.append(json.loads(path.read_text()))
                 continue
-            if args.report_only:
+            if args.report_only or (only is not None and seed not in only):
                 continue
             print(f"arm {arm} seed {seed}: training {budget} steps", flush=True)
             r = run_one(arm, seed, budget, eval_every, eval_parts, n_envs=4,
@@ -543,10 +637,9 @@ def main(argv: list[str] | None = None) -> int:
         f" and {vis['local']['recall']:.0%} of points are found; against the pixels one grid"
         f" pitch away (a detector that models the grid) {vis['grid']['recall']:.0%} are"
         f" found. The points are there to be seen, but only by a detector that separates"
-        f" them from the periodic grid: the full stack (e) searches at native resolution"
-        f" after cloning the teacher and still misses nearly every point, so the glimpse"
-        f" CNN (3x3 kernels, stride-2 first layer) is its bottleneck; the other arms never"
-        f" search.",
+        f" them from the periodic grid: with the default glimpse CNN (3x3 kernels, stride-2"
+        f" first layer) the full stack (e) searches at native resolution after cloning the"
+        f" teacher and still misses nearly every point; the other arms never search.",
         f"Perception probe (`perception_probe`: the glimpse CNN trained supervised on"
         f" {probe['samples']:,} native glimpses, point vs ok, 20 % held out): the default"
         f" CNN reaches {probe['fast']['accuracy']:.2f} held-out accuracy (point recall"
@@ -578,6 +671,16 @@ def main(argv: list[str] | None = None) -> int:
                 "(goal: 8x)."
                 + (f" (e) vs (b): {med['b'] / max(1.0, med['e']):.2f}x." if "b" in med else "")
             )
+    vbody, variants = variants_table(out_dir, budget, args.target)
+    if vbody:
+        notes += [
+            "",
+            f"Full stack (e) configurations at {budget:,} steps (every saved run; flags"
+            " `--fine-cnn`, `--balanced-verdict`, `--perception N`, `--bc-samples N`; the"
+            " pretraining's crops and cloned steps count as env steps):",
+            "",
+            vbody.rstrip("\n"),
+        ]
     write_section(
         "learning_efficiency",
         "Learning efficiency (synthetic panels, points invisible at overview)",
