@@ -133,3 +133,30 @@ def test_learning_efficiency_pieces_run_at_a_tiny_size():
         assert 0.0 <= c["accuracy"] <= 1.0 and 0.0 <= c["native_share"] <= 1.0
     body, med = le.summarise([r], 0.9, 1024)
     assert "(e)" in body and med["e"] == (le.steps_to(r["curve"], 0.9) or 1024)
+
+
+def test_learning_efficiency_variants_table_groups_saved_full_stack_runs(tmp_path):
+    import json
+
+    import benchmarks.learning_efficiency as le
+
+    def run(seed, accs):
+        curve = [{"steps": 1000 * (i + 1), "accuracy": a, "mean_steps": 5.0, "native_share": 0.5,
+                  "per_class_recall": {"ok": 1.0, "line": 0.5, "point": 0.25}}
+                 for i, a in enumerate(accs)]  # fmt: skip
+        return {"arm": "e", "seed": seed, "bc_samples": 1000, "curve": curve}
+
+    b = le.STEP_BUDGET
+    (tmp_path / f"e_0_4096_b{b}_bc1000.json").write_text(json.dumps(run(0, [0.5, 0.95])))
+    (tmp_path / f"e_1_4096_b{b}_bc1000.json").write_text(json.dumps(run(1, [0.5, 0.6])))
+    (tmp_path / f"e_0_4096_b{b}_bc1000_fine_pp500.json").write_text(json.dumps(run(0, [0.7])))
+    (tmp_path / f"a_0_4096_b{b}.json").write_text(json.dumps(run(0, [0.99])))  # not arm e
+    (tmp_path / f"e_0_8192_b{b}_bc1000.json").write_text(json.dumps(run(0, [0.99])))  # budget
+    body, rows = le.variants_table(tmp_path, 4096, 0.9)
+    assert [r["seeds"] for r in rows] == [[0, 1], [0]]
+    plain, pp = rows
+    # Seed 0 reached 90 % at 2,000 steps, seed 1 never (counts as the budget).
+    assert plain["reached"] == 1 and plain["median_steps"] == (2000 + 4096) / 2
+    assert plain["after_pretraining"] == 0.5 and plain["best"] == (0.95 + 0.6) / 2
+    assert "perception pretraining on 500 crops" in pp["variant"] and pp["final"] == 0.7
+    assert body.count("\n") == 4  # header, rule, two rows
