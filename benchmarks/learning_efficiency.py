@@ -91,6 +91,7 @@ def run_one(
     fine_cnn: bool = False,
     balanced_verdict: bool = False,
     perception: int = 0,
+    critic_warmup: int = 0,
 ):
     """Train one arm with one seed; evaluate every ``eval_every`` steps."""
     import torch
@@ -121,6 +122,7 @@ def run_one(
             **hybrid,
             "verdict_balance": cfg.verdict_balance,
             "verdict_stop_weight": cfg.verdict_stop_weight,
+            "critic_warmup": int(critic_warmup),
         }
     teacher = hybrid.get("teacher") == "scripted"
 
@@ -218,6 +220,7 @@ def run_one(
         "perception_samples": min(perception, budget // 4) if arm == "e" else 0,
         "fine_cnn": bool(fine_cnn),
         "balanced_verdict": bool(balanced_verdict),
+        "critic_warmup": int(critic_warmup) if arm == "e" else 0,
         "curve": curve,
         "wall_s": time.time() - t0,
     }
@@ -448,6 +451,8 @@ def describe_variant(tag: str) -> str:
             words.append("full-resolution glimpse CNN")
         elif tok == "bal":
             words.append(f"balanced verdict loss (stop weight {BALANCED_STOP_WEIGHT:g})")
+        elif tok.startswith("cw"):
+            words.append(f"critic warm-up {int(tok[2:]):,} PPO steps")
         elif tok.startswith("pp"):
             words.append(f"perception pretraining on {int(tok[2:]):,} crops")
         else:
@@ -563,6 +568,13 @@ def main(argv: list[str] | None = None) -> int:
         " crops (TrainConfig.perception_samples; counted as env steps; at most budget/4)",
     )
     ap.add_argument(
+        "--critic-warmup",
+        type=int,
+        default=0,
+        help="arm (e): PPO env steps at the start during which only the value function"
+        " learns (TrainConfig.critic_warmup)",
+    )
+    ap.add_argument(
         "--report-only", action="store_true", help="write the table from the saved runs only"
     )
     args = ap.parse_args(argv)
@@ -581,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
             tag += "_fine" if args.fine_cnn else ""
             tag += "_bal" if args.balanced_verdict and arm == "e" else ""
             tag += f"_pp{args.perception}" if args.perception and arm == "e" else ""
+            tag += f"_cw{args.critic_warmup}" if args.critic_warmup and arm == "e" else ""
             path = out_dir / f"{arm}_{seed}_{budget}_b{STEP_BUDGET}{tag}.json"
             if path.exists() and not args.force:
                 results.append(json.loads(path.read_text()))
@@ -591,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
             r = run_one(arm, seed, budget, eval_every, eval_parts, n_envs=4,
                         bc_samples=args.bc_samples, fine_cnn=args.fine_cnn,
                         balanced_verdict=args.balanced_verdict,
-                        perception=args.perception)  # fmt: skip
+                        perception=args.perception,
+                        critic_warmup=args.critic_warmup)  # fmt: skip
             path.write_text(json.dumps(r, indent=1))
             last = r["curve"][-1]
             print(
@@ -676,7 +690,8 @@ def main(argv: list[str] | None = None) -> int:
         notes += [
             "",
             f"Full stack (e) configurations at {budget:,} steps (every saved run; flags"
-            " `--fine-cnn`, `--balanced-verdict`, `--perception N`, `--bc-samples N`; the"
+            " `--fine-cnn`, `--balanced-verdict`, `--perception N`, `--critic-warmup N`,"
+            " `--bc-samples N`; the"
             " pretraining's crops and cloned steps count as env steps):",
             "",
             vbody.rstrip("\n"),

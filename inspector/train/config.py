@@ -56,6 +56,8 @@ class TrainConfig:
         masks, to pretrain the glimpse CNN on before cloning and PPO (see
         ``inspector.train.perception``; 0 = off). They count as training steps.
     :param perception_epochs: epochs of that pretraining.
+    :param critic_warmup: env steps at the start of PPO during which only the value
+        function learns (after cloning it is untrained; see ``HybridPPO``); 0 = off.
     :param verdict_balance: class-balanced verdict cross-entropy, in behaviour cloning
         and in the hybrid loss (see ``inspector.train.losses``): without it the verdict
         head learns the majority ``ok`` on the steps where the teacher has no defect in
@@ -98,6 +100,7 @@ class TrainConfig:
     bc_lr: float = 1e-3
     perception_samples: int = 0
     perception_epochs: int = 12
+    critic_warmup: int = 0
     verdict_balance: bool = False
     verdict_stop_weight: float = 1.0
 
@@ -113,7 +116,7 @@ class TrainConfig:
         for name in ("w_rl", "w_sl", "w_kd", "learning_rate", "lr_floor"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
-        for name in ("bc_samples", "perception_samples"):
+        for name in ("bc_samples", "perception_samples", "critic_warmup"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.verdict_stop_weight <= 0:

@@ -50,6 +50,11 @@ class HybridPPO(PPO):
         over each rollout's targets (see :mod:`inspector.train.losses`).
     :param verdict_stop_weight: weight of the steps where the scripted teacher would stop
         in the verdict cross-entropy (1 = none).
+    :param critic_warmup: for the model's first ``critic_warmup`` env steps only the
+        value function learns (on detached features; the policy, the features and the
+        hybrid terms are left alone). After behaviour cloning the value head is still
+        untrained, so the first PPO updates follow noise advantages and undo the
+        cloned policy; a warmed-up critic gives them meaningful advantages. 0 = off.
     """
 
     #: Default after loading: the teacher is not saved with the model (see below).
@@ -65,8 +70,12 @@ class HybridPPO(PPO):
         teacher_smoothing: float = 0.05,
         verdict_balance: bool = False,
         verdict_stop_weight: float = 1.0,
+        critic_warmup: int = 0,
         **kwargs: Any,
     ) -> None:
+        if critic_warmup < 0:
+            raise ValueError(f"critic_warmup must not be negative, got {critic_warmup}")
+        self.critic_warmup = int(critic_warmup)
         if verdict_stop_weight <= 0:
             raise ValueError(f"verdict_stop_weight must be positive, got {verdict_stop_weight}")
         self.verdict_balance = bool(verdict_balance)
@@ -134,7 +143,9 @@ class HybridPPO(PPO):
 
         entropy_losses, pg_losses, value_losses, clip_fractions = [], [], [], []
         ce_losses, kd_losses, verdict_acc = [], [], []
-        hybrid = self.w_sl > 0 or self.w_kd > 0
+        # The critic warms up while the steps so far are within critic_warmup.
+        warming = self.num_timesteps <= getattr(self, "critic_warmup", 0)
+        hybrid = (self.w_sl > 0 or self.w_kd > 0) and not warming
         class_weights = None
         if self.verdict_balance and hasattr(self.rollout_buffer, "labels"):
             n_classes = int(self.action_space.nvec[-1])  # type: ignore[attr-defined]
@@ -185,6 +196,12 @@ class HybridPPO(PPO):
                     entropy_loss = -th.mean(entropy)
                 entropy_losses.append(entropy_loss.item())
                 loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+                if warming:
+                    # The value function alone, on features it cannot change.
+                    vf_in = features if policy.share_features_extractor else features[1]
+                    latent_w = policy.mlp_extractor.forward_critic(vf_in.detach())
+                    values_w = policy.value_net(latent_w).flatten()
+                    loss = self.vf_coef * F.mse_loss(rollout_data.returns, values_w)
 
                 if hybrid and hasattr(rollout_data, "labels"):
                     total_w = self.w_rl
@@ -243,6 +260,7 @@ class HybridPPO(PPO):
         rec("train/explained_variance", explained_var)
         rec("train/n_updates", self._n_updates, exclude="tensorboard")
         rec("train/clip_range", clip_range)
+        rec("train/critic_warmup", float(warming))
         if ce_losses:
             rec("train/ce_loss", np.mean(ce_losses))
             rec("train/verdict_accuracy", np.mean(verdict_acc))

@@ -117,6 +117,7 @@ def build_model(env: Any, profile: Profile, cfg: TrainConfig, teacher: Any, tb_d
         teacher=teacher,
         verdict_balance=cfg.verdict_balance,
         verdict_stop_weight=cfg.verdict_stop_weight,
+        critic_warmup=cfg.critic_warmup,
         **ppo_kwargs(cfg),
     )
 

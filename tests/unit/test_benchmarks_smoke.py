@@ -123,7 +123,7 @@ def test_learning_efficiency_pieces_run_at_a_tiny_size():
         assert 0.0 <= probe[k]["accuracy"] <= 1.0 and 0.0 <= probe[k]["false_alarm"] <= 1.0
     r = le.run_one(
         "e", 0, 1024, eval_every=512, eval_parts=4, n_envs=2, bc_samples=256,
-        balanced_verdict=True, perception=64,
+        balanced_verdict=True, perception=64, critic_warmup=512,
     )  # fmt: skip
     steps = [c["steps"] for c in r["curve"]]
     assert r["balanced_verdict"] and r["bc_samples"] == 256 and r["perception_samples"] == 64

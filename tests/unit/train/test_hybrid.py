@@ -149,3 +149,34 @@ def test_verdict_stop_weight_must_be_positive():
     prof = tiny_profile()
     with pytest.raises(ValueError, match="verdict_stop_weight must be positive"):
         HybridPPO("MultiInputPolicy", venv(prof), device="cpu", verdict_stop_weight=0.0)
+
+
+def _params(module) -> list[th.Tensor]:
+    return [p.detach().clone() for p in module.parameters()]
+
+
+def test_critic_warmup_trains_the_value_function_alone_then_hands_over():
+    from stable_baselines3.common.logger import configure
+
+    _, ours = _pair(0.2, 0.1, teacher="scripted")
+    ours.set_logger(configure(None, []))
+    ours.critic_warmup = ours.num_timesteps  # this rollout is still within the warm-up
+    pol = ours.policy
+    actor = [pol.features_extractor, pol.action_net, pol.mlp_extractor.policy_net]
+    critic = [pol.value_net, pol.mlp_extractor.value_net]
+    before_a = [_params(m) for m in actor]
+    before_c = [_params(m) for m in critic]
+    ours.train()
+    for m, b in zip(actor, before_a):
+        assert all(p.equal(q) for p, q in zip(m.parameters(), b))
+    assert any(not p.equal(q) for m, b in zip(critic, before_c) for p, q in zip(m.parameters(), b))
+    ours.critic_warmup = ours.num_timesteps - 1  # past the warm-up: the policy learns
+    ours.train()
+    assert any(not p.equal(q) for p, q in zip(pol.action_net.parameters(), before_a[1]))
+
+
+def test_critic_warmup_must_not_be_negative():
+    import pytest
+
+    with pytest.raises(ValueError, match="critic_warmup"):
+        HybridPPO("MultiInputPolicy", venv(tiny_profile()), device="cpu", critic_warmup=-1)
