@@ -106,7 +106,7 @@ def run_one(
     from inspector.train.config import TrainConfig
     from inspector.train.evaluate import evaluate
     from inspector.train.hybrid import HybridPPO
-    from inspector.train.runner import ppo_kwargs
+    from inspector.train.runner import ppo_kwargs, pretrain, pretrain_perception
 
     torch.set_num_threads(1)
     prof, hybrid, plain = arm_setup(arm)
@@ -151,37 +151,17 @@ def run_one(
         )
     meta = meta_for_model(model, prof)
     curve = []
-    # The full stack clones the scripted teacher first; those env steps count.
-    offset = 0
-    if arm == "e" and perception > 0:
-        from inspector.train.perception import perception_pretrain
-
-        offset = min(perception, budget // 4)
-        perception_pretrain(
-            model,
-            lambda: InspectionEnv(prof, "synthetic", {**CAMERA, "seed": seed}),
-            offset,
-            epochs=cfg.perception_epochs,
-            seed=seed,
-        )
-    if arm == "e" and cfg.bc_samples > 0:
-        from inspector.train.pretrain import behaviour_clone, collect_teacher_samples
-
-        n_bc = min(cfg.bc_samples, budget // 2)
-        offset += n_bc
-        data = collect_teacher_samples(
-            lambda: InspectionEnv(prof, "synthetic", {**CAMERA, "seed": seed}, teacher=True),
-            n_bc,
-            seed=seed,
-        )
-        behaviour_clone(
-            model,
-            data,
-            epochs=cfg.bc_epochs,
-            lr=cfg.bc_lr,
-            balance=cfg.verdict_balance,
-            stop_weight=cfg.verdict_stop_weight,
-        )
+    # The full stack pretrains its perception and clones the scripted teacher first
+    # (the training runner's own steps); those crops and env steps count.
+    n_pp = min(perception, budget // 4) if arm == "e" else 0
+    n_bc = min(cfg.bc_samples, budget // 2) if arm == "e" else 0
+    run_cfg = cfg.replace(seed=seed, perception_samples=n_pp, bc_samples=n_bc)
+    camera = {**CAMERA, "seed": seed}
+    if n_pp:
+        pretrain_perception(model, prof, "synthetic", camera, run_cfg)
+    if n_bc:
+        pretrain(model, prof, "synthetic", camera, run_cfg)
+    offset = n_pp + n_bc
 
     class Eval(BaseCallback):
         def __init__(self):
@@ -216,8 +196,8 @@ def run_one(
         "arm": arm,
         "seed": seed,
         "budget": budget,
-        "bc_samples": offset - (min(perception, budget // 4) if arm == "e" else 0),
-        "perception_samples": min(perception, budget // 4) if arm == "e" else 0,
+        "bc_samples": n_bc,
+        "perception_samples": n_pp,
         "fine_cnn": bool(fine_cnn),
         "balanced_verdict": bool(balanced_verdict),
         "critic_warmup": int(critic_warmup) if arm == "e" else 0,

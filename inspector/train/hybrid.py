@@ -144,7 +144,7 @@ class HybridPPO(PPO):
         entropy_losses, pg_losses, value_losses, clip_fractions = [], [], [], []
         ce_losses, kd_losses, verdict_acc = [], [], []
         # The critic warms up while the steps so far are within critic_warmup.
-        warming = self.num_timesteps <= getattr(self, "critic_warmup", 0)
+        warming = self.num_timesteps <= self.critic_warmup
         hybrid = (self.w_sl > 0 or self.w_kd > 0) and not warming
         class_weights = None
         if self.verdict_balance and hasattr(self.rollout_buffer, "labels"):
@@ -163,11 +163,13 @@ class HybridPPO(PPO):
                 policy = self.policy
                 features = policy.extract_features(obs)
                 if policy.share_features_extractor:
-                    latent_pi, latent_vf = policy.mlp_extractor(features)
+                    pi_features = vf_features = features
                 else:
                     pi_features, vf_features = features
-                    latent_pi = policy.mlp_extractor.forward_actor(pi_features)
-                    latent_vf = policy.mlp_extractor.forward_critic(vf_features)
+                if warming:  # the value function learns on features it cannot change
+                    vf_features = vf_features.detach()
+                latent_pi = policy.mlp_extractor.forward_actor(pi_features)
+                latent_vf = policy.mlp_extractor.forward_critic(vf_features)
                 dist = policy._get_action_dist_from_latent(latent_pi)
                 log_prob = dist.log_prob(actions)
                 values = policy.value_net(latent_vf)
@@ -195,13 +197,10 @@ class HybridPPO(PPO):
                 else:
                     entropy_loss = -th.mean(entropy)
                 entropy_losses.append(entropy_loss.item())
-                loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
-                if warming:
-                    # The value function alone, on features it cannot change.
-                    vf_in = features if policy.share_features_extractor else features[1]
-                    latent_w = policy.mlp_extractor.forward_critic(vf_in.detach())
-                    values_w = policy.value_net(latent_w).flatten()
-                    loss = self.vf_coef * F.mse_loss(rollout_data.returns, values_w)
+                if warming:  # the value function alone
+                    loss = self.vf_coef * value_loss
+                else:
+                    loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
 
                 if hybrid and hasattr(rollout_data, "labels"):
                     total_w = self.w_rl

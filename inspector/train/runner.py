@@ -213,9 +213,18 @@ def _callbacks(out: Path, cfg: TrainConfig, total: int, progress: bool):
 
 
 def pretrain_perception(
-    model: Any, profile: str, camera: str, params: Mapping, cfg: TrainConfig, out: Path
+    model: Any,
+    profile: str | Profile,
+    camera: str,
+    params: Mapping,
+    cfg: TrainConfig,
+    out: Path | None = None,
 ):
-    """Pretrain the glimpse CNN on mask-labelled crops (see :mod:`inspector.train.perception`)."""
+    """Pretrain the glimpse CNN on mask-labelled crops (see :mod:`inspector.train.perception`).
+
+    ``cfg.perception_samples`` crops, seeded by ``cfg.seed``; the stats go to
+    ``out/perception.json`` when ``out`` is given.
+    """
     from inspector.env import InspectionEnv
     from inspector.train.perception import perception_pretrain
 
@@ -226,12 +235,24 @@ def pretrain_perception(
         epochs=cfg.perception_epochs,
         seed=cfg.seed,
     )
-    (out / "perception.json").write_text(json.dumps(stats, indent=2))
+    if out is not None:
+        (out / "perception.json").write_text(json.dumps(stats, indent=2))
     return stats
 
 
-def pretrain(model: Any, profile: str, camera: str, params: Mapping, cfg: TrainConfig, out: Path):
-    """Behaviour-clone the scripted teacher (see :mod:`inspector.train.pretrain`)."""
+def pretrain(
+    model: Any,
+    profile: str | Profile,
+    camera: str,
+    params: Mapping,
+    cfg: TrainConfig,
+    out: Path | None = None,
+):
+    """Behaviour-clone the scripted teacher (see :mod:`inspector.train.pretrain`).
+
+    ``cfg.bc_samples`` teacher steps, seeded by ``cfg.seed``; the stats go to
+    ``out/bc.json`` when ``out`` is given.
+    """
     from inspector.env import InspectionEnv
     from inspector.train.pretrain import behaviour_clone, collect_teacher_samples
 
@@ -249,7 +270,8 @@ def pretrain(model: Any, profile: str, camera: str, params: Mapping, cfg: TrainC
         stop_weight=cfg.verdict_stop_weight,
     )
     stats["bc/samples"] = cfg.bc_samples
-    (out / "bc.json").write_text(json.dumps(stats, indent=2))
+    if out is not None:
+        (out / "bc.json").write_text(json.dumps(stats, indent=2))
     return stats
 
 

@@ -62,6 +62,19 @@ POLICY_KW = {
 }
 
 
+def tiny_model(profile: Profile, **kw):
+    """A HybridPPO over ``venv(profile)`` with the tiny policy and the RRM buffer."""
+    kw = {"n_steps": 16, "device": "cpu", **kw}
+    return HybridPPO(
+        "MultiInputPolicy",
+        venv(profile),
+        policy_kwargs=POLICY_KW,
+        rollout_buffer_class=RRMRolloutBuffer,
+        rollout_buffer_kwargs={"rrm": profile.rrm},
+        **kw,
+    )
+
+
 def collect(model) -> None:
     from stable_baselines3.common.callbacks import BaseCallback
 

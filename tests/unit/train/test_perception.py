@@ -6,15 +6,13 @@ import numpy as np
 import pytest
 
 from inspector.env import InspectionEnv
-from inspector.rrm.buffer import RRMRolloutBuffer
-from inspector.train.hybrid import HybridPPO
 from inspector.train.perception import (
     glimpse_encoder,
     glimpse_samples,
     perception_pretrain,
     pretrain_glimpse_cnn,
 )
-from tests.unit.rrm.test_buffer import POLICY_KW, tiny_profile, venv
+from tests.unit.rrm.test_buffer import tiny_model, tiny_profile
 
 CAM = {"size": 128}
 
@@ -43,22 +41,9 @@ def test_a_bad_sample_count_is_refused():
         glimpse_samples(_make(tiny_profile()), 0)
 
 
-def _model(prof):
-    return HybridPPO(
-        "MultiInputPolicy",
-        venv(prof),
-        n_steps=16,
-        device="cpu",
-        policy_kwargs=POLICY_KW,
-        rollout_buffer_class=RRMRolloutBuffer,
-        rollout_buffer_kwargs={"rrm": prof.rrm},
-        seed=0,
-    )
-
-
 def test_pretraining_learns_a_separable_toy_task_and_changes_only_the_glimpse_cnn():
     prof = tiny_profile()
-    model = _model(prof)
+    model = tiny_model(prof, seed=0)
     cnn = glimpse_encoder(model)
     g = prof.scan.glimpse
     rng = np.random.default_rng(0)
@@ -78,14 +63,14 @@ def test_pretraining_learns_a_separable_toy_task_and_changes_only_the_glimpse_cn
 
 def test_perception_pretrain_runs_on_the_env_crops():
     prof = tiny_profile()
-    model = _model(prof)
+    model = tiny_model(prof, seed=0)
     stats = perception_pretrain(model, _make(prof), 64, epochs=1)
     assert stats["perception/samples"] == 64 and 0.0 <= stats["perception/accuracy"] <= 1.0
 
 
 def test_held_out_share_must_be_a_fraction():
     prof = tiny_profile()
-    cnn = glimpse_encoder(_model(prof))
+    cnn = glimpse_encoder(tiny_model(prof, seed=0))
     g = prof.scan.glimpse
     data = {"glimpse": np.zeros((4, g, g), np.uint8), "label": np.zeros(4, np.int64)}
     with pytest.raises(ValueError, match="held_out"):

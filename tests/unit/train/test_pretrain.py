@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from inspector.env import InspectionEnv
-from inspector.rrm.buffer import RRMRolloutBuffer
-from inspector.train.hybrid import HybridPPO
 from inspector.train.pretrain import behaviour_clone, collect_teacher_samples
-from tests.unit.rrm.test_buffer import POLICY_KW, tiny_profile, venv
+from tests.unit.rrm.test_buffer import tiny_model, tiny_profile
 
 
 def test_teacher_samples_carry_actions_and_labels():
@@ -25,17 +23,8 @@ def test_behaviour_cloning_fits_the_teachers_moves():
     data = collect_teacher_samples(
         lambda: InspectionEnv(prof, "synthetic", {"size": 128}, teacher=True), 600, epsilon=0.0
     )
-    model = HybridPPO(
-        "MultiInputPolicy",
-        venv(prof),
-        n_steps=16,
-        device="cpu",
-        policy_kwargs=POLICY_KW,
-        rollout_buffer_class=RRMRolloutBuffer,
-        rollout_buffer_kwargs={"rrm": prof.rrm},
-        teacher="scripted",
-        seed=0,  # unseeded, about one start in five collapses onto the majority action
-    )
+    # Unseeded, about one start in five collapses onto the majority action.
+    model = tiny_model(prof, teacher="scripted", seed=0)
     # One run: a one-epoch call followed by a second call collapses onto the majority
     # action (a known problem, see the closing note of the teacher change).
     last = behaviour_clone(model, data, epochs=15, lr=3e-3)
@@ -51,17 +40,7 @@ def test_balanced_cloning_reports_the_stop_step_verdict_accuracy():
     data = collect_teacher_samples(
         lambda: InspectionEnv(prof, "synthetic", {"size": 128}, teacher=True), 300, epsilon=0.0
     )
-    model = HybridPPO(
-        "MultiInputPolicy",
-        venv(prof),
-        n_steps=16,
-        device="cpu",
-        policy_kwargs=POLICY_KW,
-        rollout_buffer_class=RRMRolloutBuffer,
-        rollout_buffer_kwargs={"rrm": prof.rrm},
-        teacher="scripted",
-        seed=0,
-    )
+    model = tiny_model(prof, teacher="scripted", seed=0)
     stats = behaviour_clone(model, data, epochs=2, balance=True, stop_weight=8.0)
     assert 0.0 <= stats["bc/stop_verdict_accuracy"] <= 1.0
     assert stats["bc/loss"] > 0
