@@ -379,20 +379,27 @@ def steps_to(curve: list[dict], target: float) -> int | None:
     return None
 
 
+def _outcomes(rs: list[dict], target: float, budget: int):
+    """Per run: steps to ``target`` (None if never), the same capped at ``budget``, the
+    final evaluation; and the final per-class recall averaged over the runs."""
+    hits = [steps_to(r["curve"], target) for r in rs]
+    capped = [h if h is not None else budget for h in hits]
+    final = [r["curve"][-1] for r in rs]
+    recall = {
+        c: float(np.mean([f["per_class_recall"].get(c) or 0.0 for f in final]))
+        for c in ("ok", "line", "point")
+    }
+    return hits, capped, final, recall
+
+
 def summarise(results: list[dict], target: float, budget: int) -> tuple[str, dict]:
     rows, med = [], {}
     for arm, name in ARMS.items():
         rs = [r for r in results if r["arm"] == arm]
         if not rs:
             continue
-        hits = [steps_to(r["curve"], target) for r in rs]
-        capped = [h if h is not None else budget for h in hits]
-        final = [r["curve"][-1] for r in rs]
+        hits, capped, final, recall = _outcomes(rs, target, budget)
         med[arm] = float(np.median(capped))
-        recall = {
-            c: float(np.mean([f["per_class_recall"].get(c) or 0.0 for f in final]))
-            for c in ("ok", "line", "point")
-        }
         rows.append(
             [
                 f"({arm}) {name}",
@@ -462,14 +469,8 @@ def variants_table(out_dir: Path, budget: int, target: float) -> tuple[str, list
         groups.setdefault(tag, []).append(json.loads(path.read_text()))
     rows, out = [], []
     for tag, rs in sorted(groups.items(), key=lambda kv: (len(kv[0]), kv[0])):
-        hits = [steps_to(r["curve"], target) for r in rs]
-        capped = [h if h is not None else budget for h in hits]
-        final = [r["curve"][-1] for r in rs]
+        hits, capped, final, recall = _outcomes(rs, target, budget)
         first = [r["curve"][0] for r in rs if r.get("bc_samples") or r.get("perception_samples")]
-        recall = {
-            c: float(np.mean([f["per_class_recall"].get(c) or 0.0 for f in final]))
-            for c in ("ok", "line", "point")
-        }
         row = {
             "variant": describe_variant(tag),
             "seeds": sorted(r["seed"] for r in rs),
