@@ -92,6 +92,7 @@ def run_one(
     balanced_verdict: bool = False,
     perception: int = 0,
     critic_warmup: int = 0,
+    freeze_perception: bool = False,
 ):
     """Train one arm with one seed; evaluate every ``eval_every`` steps."""
     import torch
@@ -155,7 +156,10 @@ def run_one(
     # (the training runner's own steps); those crops and env steps count.
     n_pp = min(perception, budget // 4) if arm == "e" else 0
     n_bc = min(cfg.bc_samples, budget // 2) if arm == "e" else 0
-    run_cfg = cfg.replace(seed=seed, perception_samples=n_pp, bc_samples=n_bc)
+    frozen = bool(freeze_perception and n_pp)
+    run_cfg = cfg.replace(
+        seed=seed, perception_samples=n_pp, bc_samples=n_bc, perception_freeze=frozen
+    )
     camera = {**CAMERA, "seed": seed}
     if n_pp:
         pretrain_perception(model, prof, "synthetic", camera, run_cfg)
@@ -201,6 +205,7 @@ def run_one(
         "fine_cnn": bool(fine_cnn),
         "balanced_verdict": bool(balanced_verdict),
         "critic_warmup": int(critic_warmup) if arm == "e" else 0,
+        "perception_frozen": frozen,
         "curve": curve,
         "wall_s": time.time() - t0,
     }
@@ -438,6 +443,8 @@ def describe_variant(tag: str) -> str:
             words.append("full-resolution glimpse CNN")
         elif tok == "bal":
             words.append(f"balanced verdict loss (stop weight {BALANCED_STOP_WEIGHT:g})")
+        elif tok == "frz":
+            words.append("glimpse CNN frozen after it")
         elif tok.startswith("cw"):
             words.append(f"critic warm-up {int(tok[2:]):,} PPO steps")
         elif tok.startswith("pp"):
@@ -549,6 +556,12 @@ def main(argv: list[str] | None = None) -> int:
         " crops (TrainConfig.perception_samples; counted as env steps; at most budget/4)",
     )
     ap.add_argument(
+        "--freeze-perception",
+        action="store_true",
+        help="arm (e): keep the glimpse CNN fixed after --perception pretraining"
+        " (TrainConfig.perception_freeze)",
+    )
+    ap.add_argument(
         "--critic-warmup",
         type=int,
         default=0,
@@ -574,6 +587,7 @@ def main(argv: list[str] | None = None) -> int:
             tag += "_fine" if args.fine_cnn else ""
             tag += "_bal" if args.balanced_verdict and arm == "e" else ""
             tag += f"_pp{args.perception}" if args.perception and arm == "e" else ""
+            tag += "_frz" if args.freeze_perception and args.perception and arm == "e" else ""
             tag += f"_cw{args.critic_warmup}" if args.critic_warmup and arm == "e" else ""
             path = out_dir / f"{arm}_{seed}_{budget}_b{STEP_BUDGET}{tag}.json"
             if path.exists() and not args.force:
@@ -586,7 +600,8 @@ def main(argv: list[str] | None = None) -> int:
                         bc_samples=args.bc_samples, fine_cnn=args.fine_cnn,
                         balanced_verdict=args.balanced_verdict,
                         perception=args.perception,
-                        critic_warmup=args.critic_warmup)  # fmt: skip
+                        critic_warmup=args.critic_warmup,
+                        freeze_perception=args.freeze_perception)  # fmt: skip
             path.write_text(json.dumps(r, indent=1))
             last = r["curve"][-1]
             print(
@@ -671,7 +686,8 @@ def main(argv: list[str] | None = None) -> int:
         notes += [
             "",
             f"Full stack (e) configurations at {budget:,} steps (every saved run; flags"
-            " `--fine-cnn`, `--balanced-verdict`, `--perception N`, `--critic-warmup N`,"
+            " `--fine-cnn`, `--balanced-verdict`, `--perception N`, `--freeze-perception`,"
+            " `--critic-warmup N`,"
             " `--bc-samples N`; the"
             " pretraining's crops and cloned steps count as env steps):",
             "",

@@ -56,6 +56,9 @@ class TrainConfig:
         masks, to pretrain the glimpse CNN on before cloning and PPO (see
         ``inspector.train.perception``; 0 = off). They count as training steps.
     :param perception_epochs: epochs of that pretraining.
+    :param perception_freeze: keep the glimpse CNN fixed after perception pretraining (or
+        as ``--init-from`` gave it): behaviour cloning and PPO train the rest of the
+        network on its features and cannot wear the pretrained detector down.
     :param critic_warmup: env steps at the start of PPO during which only the value
         function learns (after cloning it is untrained; see ``HybridPPO``); 0 = off.
     :param verdict_balance: class-balanced verdict cross-entropy, in behaviour cloning
@@ -100,6 +103,7 @@ class TrainConfig:
     bc_lr: float = 1e-3
     perception_samples: int = 0
     perception_epochs: int = 12
+    perception_freeze: bool = False
     critic_warmup: int = 0
     verdict_balance: bool = False
     verdict_stop_weight: float = 1.0

@@ -222,11 +222,12 @@ def pretrain_perception(
 ):
     """Pretrain the glimpse CNN on mask-labelled crops (see :mod:`inspector.train.perception`).
 
-    ``cfg.perception_samples`` crops, seeded by ``cfg.seed``; the stats go to
+    ``cfg.perception_samples`` crops, seeded by ``cfg.seed``; with
+    ``cfg.perception_freeze`` the glimpse CNN is frozen afterwards. The stats go to
     ``out/perception.json`` when ``out`` is given.
     """
     from inspector.env import InspectionEnv
-    from inspector.train.perception import perception_pretrain
+    from inspector.train.perception import freeze_glimpse_cnn, perception_pretrain
 
     stats = perception_pretrain(
         model,
@@ -235,6 +236,8 @@ def pretrain_perception(
         epochs=cfg.perception_epochs,
         seed=cfg.seed,
     )
+    if cfg.perception_freeze:
+        stats["perception/frozen_weights"] = float(freeze_glimpse_cnn(model))
     if out is not None:
         (out / "perception.json").write_text(json.dumps(stats, indent=2))
     return stats
@@ -318,6 +321,7 @@ def train_run(
     :param init_from: a model whose weights initialise the new one (same spaces).
     """
     from inspector.train.hybrid import HybridPPO
+    from inspector.train.perception import freeze_glimpse_cnn
 
     cfg = cfg or TrainConfig()
     if timesteps < 1:
@@ -356,6 +360,8 @@ def train_run(
                 nm.lo = norm["lo"] if norm["lo"] is not None else np.inf
                 nm.hi = norm["hi"] if norm["hi"] is not None else -np.inf
             log.warning("resuming from %s at step %d", state["path"], model.num_timesteps)
+            if cfg.perception_freeze:
+                freeze_glimpse_cnn(model)
             remaining = max(0, timesteps - model.num_timesteps)
             reset = False
         else:
@@ -369,6 +375,13 @@ def train_run(
                 model.policy.load_state_dict(base.policy.state_dict())
             if cfg.perception_samples > 0:
                 pretrain_perception(model, str(prof_copy), camera, camera_params, cfg, out)
+            elif cfg.perception_freeze:
+                if not init_from:
+                    log.warning(
+                        "perception_freeze without perception_samples or --init-from:"
+                        " the glimpse CNN stays at its random initialisation"
+                    )
+                freeze_glimpse_cnn(model)
             if teacher == "scripted" and cfg.bc_samples > 0:
                 pretrain(model, str(prof_copy), camera, camera_params, cfg, out)
             remaining = timesteps

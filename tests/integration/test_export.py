@@ -29,7 +29,7 @@ def tiny_run(tmp: Path, profile: str, camera: str, params: dict[str, str]) -> Pa
     cfg.write_text(
         "n_envs: 1\nn_steps: 64\nbatch_size: 64\nn_epochs: 1\nfinal_eval_episodes: 0\n"
         "bc_samples: 256\nbc_epochs: 2\n"
-        "perception_samples: 64\nperception_epochs: 1\n"
+        "perception_samples: 64\nperception_epochs: 1\nperception_freeze: true\n"
         "verdict_balance: true\nverdict_stop_weight: 4.0\n"
     )
     out = tmp / "run"
@@ -53,6 +53,7 @@ def test_the_run_pretrained_perception_and_cloned_with_the_weighted_verdict_loss
     perception = json.loads((syn_run / "perception.json").read_text())
     assert perception["perception/samples"] == 64
     assert 0.0 <= perception["perception/accuracy"] <= 1.0
+    assert perception["perception/frozen_weights"] > 0
     bc = json.loads((syn_run / "bc.json").read_text())
     assert "bc/stop_verdict_accuracy" in bc
 

@@ -123,10 +123,11 @@ def test_learning_efficiency_pieces_run_at_a_tiny_size():
         assert 0.0 <= probe[k]["accuracy"] <= 1.0 and 0.0 <= probe[k]["false_alarm"] <= 1.0
     r = le.run_one(
         "e", 0, 1024, eval_every=512, eval_parts=4, n_envs=2, bc_samples=256,
-        balanced_verdict=True, perception=64, critic_warmup=512,
+        balanced_verdict=True, perception=64, critic_warmup=512, freeze_perception=True,
     )  # fmt: skip
     steps = [c["steps"] for c in r["curve"]]
     assert r["balanced_verdict"] and r["bc_samples"] == 256 and r["perception_samples"] == 64
+    assert r["perception_frozen"]
     # The cloned steps and the crops count: the first evaluation comes after both.
     assert steps[0] == 256 + 64 and steps == sorted(steps)
     for c in r["curve"]:
@@ -149,7 +150,7 @@ def test_learning_efficiency_variants_table_groups_saved_full_stack_runs(tmp_pat
     b = le.STEP_BUDGET
     (tmp_path / f"e_0_4096_b{b}_bc1000.json").write_text(json.dumps(run(0, [0.5, 0.95])))
     (tmp_path / f"e_1_4096_b{b}_bc1000.json").write_text(json.dumps(run(1, [0.5, 0.6])))
-    (tmp_path / f"e_0_4096_b{b}_bc1000_fine_pp500.json").write_text(json.dumps(run(0, [0.7])))
+    (tmp_path / f"e_0_4096_b{b}_bc1000_fine_pp500_frz.json").write_text(json.dumps(run(0, [0.7])))
     (tmp_path / f"a_0_4096_b{b}.json").write_text(json.dumps(run(0, [0.99])))  # not arm e
     (tmp_path / f"e_0_8192_b{b}_bc1000.json").write_text(json.dumps(run(0, [0.99])))  # budget
     body, rows = le.variants_table(tmp_path, 4096, 0.9)
@@ -159,4 +160,5 @@ def test_learning_efficiency_variants_table_groups_saved_full_stack_runs(tmp_pat
     assert plain["reached"] == 1 and plain["median_steps"] == (2000 + 4096) / 2
     assert plain["after_pretraining"] == 0.5 and plain["best"] == (0.95 + 0.6) / 2
     assert "perception pretraining on 500 crops" in pp["variant"] and pp["final"] == 0.7
+    assert "glimpse CNN frozen" in pp["variant"]
     assert body.count("\n") == 4  # header, rule, two rows

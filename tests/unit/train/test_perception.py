@@ -75,3 +75,27 @@ def test_held_out_share_must_be_a_fraction():
     data = {"glimpse": np.zeros((4, g, g), np.uint8), "label": np.zeros(4, np.int64)}
     with pytest.raises(ValueError, match="held_out"):
         pretrain_glimpse_cnn(cnn, data, 3, held_out=1.0)
+
+
+def test_a_frozen_glimpse_cnn_is_left_alone_by_cloning_and_ppo_and_the_rest_still_learns():
+    from inspector.train.perception import freeze_glimpse_cnn
+    from inspector.train.pretrain import behaviour_clone, collect_teacher_samples
+
+    prof = tiny_profile()
+    model = tiny_model(prof, seed=0)
+    cnn = glimpse_encoder(model)
+    n = sum(p.numel() for p in cnn.parameters())
+    assert freeze_glimpse_cnn(model) == n
+    cnn_before = [p.detach().clone() for p in cnn.parameters()]
+    head_before = [p.detach().clone() for p in model.policy.action_net.parameters()]
+    data = collect_teacher_samples(
+        lambda: InspectionEnv(prof, "synthetic", CAM, teacher=True), 64, seed=0
+    )
+    behaviour_clone(model, data, epochs=1)
+    model.learn(64)
+    assert all(p.equal(q) for p, q in zip(cnn.parameters(), cnn_before))
+    assert any(not p.equal(q) for p, q in zip(model.policy.action_net.parameters(), head_before))
+    # Unfrozen, the next update moves it again.
+    assert freeze_glimpse_cnn(model, frozen=False) == n
+    model.learn(64, reset_num_timesteps=False)
+    assert any(not p.equal(q) for p, q in zip(cnn.parameters(), cnn_before))
