@@ -661,17 +661,16 @@ def report(
         "tiling": "exhaustive tiling, 32x32 native",
         "fullframe": f"full-frame CNN, {FULL_SIZE}x{FULL_SIZE}",
     }
+    keys = ordered_keys(results)
     rows = []
-    for meth in METHODS:
-        r = results.get(meth)
-        if r is None:
-            continue
+    for meth in keys:
+        r = results[meth]
         m = r["test"]
         rec = m["per_class_recall"]
-        agent = meth == "agent"
+        agent = meth.startswith("agent")
         rows.append(
             [
-                names[meth],
+                names.get(meth) or agent_name(meth),
                 f"{r['budget_s']:.0f} / {r['spent_s']:.0f}",
                 _f(m["balanced_accuracy"]),
                 _f(m["defect_recall"]),
@@ -695,7 +694,14 @@ def report(
         " tiles overlap, hence > 1); the full-frame CNN sees no native pixel (0), only a"
         f" {FULL_SIZE}x{FULL_SIZE} resampling of the frame.",
     ]
-    tiling, agent, full = results.get("tiling"), results.get("agent"), results.get("fullframe")
+    if any(k.startswith("agent_") for k in keys):
+        notes.append(
+            "Agent variants: each agent row is its own run with the same budget; perception"
+            " pretraining is `--agent-perception N` (TrainConfig.perception_samples, native"
+            " crops labelled from the train masks), a frozen glimpse CNN `--agent-freeze`"
+            " (perception_freeze); `--methods agent` with those flags re-creates one row."
+        )
+    tiling, full = results.get("tiling"), results.get("fullframe")
     if tiling:
         notes.append(
             f"Tiling: {tiling['tiles_per_frame']:.0f} tiles per test frame, defect threshold"
@@ -713,13 +719,11 @@ def report(
         f" {GOALS['false_alarm_rate']}, balanced accuracy >= {GOALS['balanced_accuracy']}, at"
         f" <= {GOAL_PIXELS:.0%} of the tiling baseline's pixels.",
     ]
-    for meth in METHODS:
-        r = results.get(meth)
-        if r is None:
-            continue
+    for meth in keys:
+        r = results[meth]
         g = goals_met(r["test"])
         parts = [f"{k} {'met' if v else 'MISSED'}" for k, v in g.items()]
-        if meth == "agent" and tiling:
+        if meth.startswith("agent") and tiling:
             rel = r["test"]["pixel_fraction"] / tiling["test"]["pixel_fraction"]
             if rel > GOAL_PIXELS:
                 verdict = "MISSED"
@@ -731,7 +735,8 @@ def report(
                 verdict = "under the cap, but hollow while the quality goals are missed"
             parts.append(f"pixels {rel:.2%} of tiling's ({verdict})")
         goal_lines.append(f"- {meth}: " + ", ".join(parts))
-    if agent:
+    for key in (k for k in keys if k.startswith("agent")):
+        agent = results[key]
         m = agent["test"]
         curve = ", ".join(
             f"{h['steps']}: {h['balanced_accuracy']:.2f}" for h in agent["history"][-8:]
@@ -740,13 +745,21 @@ def report(
         conf_rows = "; ".join(
             f"{c} -> " + ",".join(str(v) for v in row) for c, row in zip(m["classes"], conf)
         )
-        bc = (agent.get("config") or {}).get("bc_samples", 0)
+        agent_cfg = agent.get("config") or {}
+        bc = agent_cfg.get("bc_samples", 0)
         bc_note = f" after {bc:,} behaviour-cloning steps of the scripted teacher" if bc else ""
+        pp = agent_cfg.get("perception_samples", 0)
+        if pp:
+            frozen = ", then frozen" if agent_cfg.get("perception_freeze") else ""
+            bc_note = f" after perception pretraining on {pp:,} native crops{frozen} and" + (
+                bc_note.removeprefix(" after") or " no cloning"
+            )
         goal_lines += [
             "",
-            f"Agent diagnosis: {agent['steps']:,} PPO env steps{bc_note}, in"
+            f"Agent diagnosis ({names.get(key) or agent_name(key)}):"
+            f" {agent['steps']:,} env steps{bc_note}, in"
             f" {agent['train_s']:.0f} s of training ({agent['steps_per_s']:.0f} steps/s including"
-            " the cloning), best val balanced accuracy"
+            " the pretraining), best val balanced accuracy"
             f" {agent['best_val']['balanced_accuracy']:.3f} at"
             f" {agent['best_val']['steps']:,} steps;"
             f" on test: mean steps {m['mean_steps']:.1f}, mean glimpses {m['mean_glimpses']:.1f},"
@@ -757,6 +770,30 @@ def report(
             f" {conf_rows}.",
         ]
     return body + "\n".join(notes + goal_lines) + "\n"
+
+
+def agent_tag(perception: int = 0, freeze: bool = False) -> str:
+    """The results key suffix of an agent variant (``""``: TrainConfig defaults)."""
+    return (f"_pp{perception}" if perception else "") + ("_frz" if freeze and perception else "")
+
+
+def agent_name(key: str) -> str:
+    """Table words for an agent results key (``agent_pp8000_frz`` ...)."""
+    words = []
+    for tok in key.split("_")[1:]:
+        if tok.startswith("pp"):
+            words.append(f"perception pretraining on {int(tok[2:]):,} crops")
+        elif tok == "frz":
+            words.append("glimpse CNN frozen")
+        else:
+            words.append(tok)
+    return "agent (HybridPPO, scripted teacher" + "".join(f", {w}" for w in words) + ")"
+
+
+def ordered_keys(results: dict[str, dict]) -> list[str]:
+    """Agent variants first (defaults, then by tag), then the baselines."""
+    agents = sorted((k for k in results if k.startswith("agent")), key=lambda k: (len(k), k))
+    return agents + [m for m in METHODS if m != "agent" and m in results]
 
 
 def _public(r: dict[str, Any]) -> dict[str, Any]:
@@ -773,6 +810,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", help="magnetic-tile folder (default: inspector.datasets)")
     ap.add_argument("--force", action="store_true", help="rerun methods whose results exist")
     ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks.md")
+    ap.add_argument(
+        "--agent-perception",
+        type=int,
+        default=0,
+        help="the agent first pretrains its glimpse CNN on this many mask-labelled native"
+        " crops of the train split (TrainConfig.perception_samples; inside its budget)",
+    )
+    ap.add_argument(
+        "--agent-freeze",
+        action="store_true",
+        help="keep the agent's glimpse CNN fixed after that (TrainConfig.perception_freeze)",
+    )
     args = ap.parse_args(argv)
     import torch
 
@@ -807,20 +856,28 @@ def main(argv: list[str] | None = None) -> int:
         return data[split]
 
     results: dict[str, dict] = {}
+    tag = agent_tag(args.agent_perception, args.agent_freeze)
+    suffix = f"_s{args.seed}_{budget_s:.0f}s"
     for meth in METHODS:
-        path = out_dir / f"{meth}_s{args.seed}_{budget_s:.0f}s.json"
+        key = meth + tag if meth == "agent" else meth
+        path = out_dir / f"{key}{suffix}.json"
         if path.exists() and not args.force:
-            results[meth] = json.loads(path.read_text())
+            results[key] = json.loads(path.read_text())
             continue
         if meth not in methods:
             continue
-        print(f"{meth}: {budget_s:.0f} s budget, seed {args.seed}", flush=True)
+        print(f"{key}: {budget_s:.0f} s budget, seed {args.seed}", flush=True)
         if meth == "agent":
-            run_dir = RUNS / mode / f"agent_s{args.seed}_{budget_s:.0f}s"
+            run_dir = RUNS / mode / f"{key}{suffix}"
             if args.force and run_dir.exists():
                 shutil.rmtree(run_dir)
             chunk = 2048 if args.quick else 16384
-            r = run_agent(root, budget_s, args.seed, run_dir, chunk=chunk)
+            cfg = agent_config(
+                args.seed,
+                perception_samples=args.agent_perception,
+                perception_freeze=bool(args.agent_freeze and args.agent_perception),
+            )
+            r = run_agent(root, budget_s, args.seed, run_dir, chunk=chunk, cfg=cfg)
         else:
             run = run_tiling if meth == "tiling" else run_fullframe
             r = run(
@@ -845,10 +902,14 @@ def main(argv: list[str] | None = None) -> int:
             f"pixel fraction {m['pixel_fraction']:.4f}, {r['spent_s']:.0f} s",
             flush=True,
         )
-        results[meth] = r
+        results[key] = r
+    # Every other saved agent variant of this seed and budget goes in the table too.
+    for other in sorted(out_dir.glob(f"agent*{suffix}.json")):
+        results.setdefault(other.name[: -len(suffix) - 5], json.loads(other.read_text()))
     body = report(results, mode, classes, ok_class, threads=max(1, min(2, args.threads)))
     print(body)
-    if not args.no_write and all(m in results for m in METHODS):
+    have_all = "agent" + tag in results and all(m in results for m in METHODS[1:])
+    if not args.no_write and have_all:
         cmd = "python -m benchmarks.quality_magnetic_tile" + (" --quick" if args.quick else "")
         if args.budget_min:
             cmd += f" --budget-min {args.budget_min:g}"
