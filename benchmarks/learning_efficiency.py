@@ -93,6 +93,7 @@ def run_one(
     perception: int = 0,
     critic_warmup: int = 0,
     freeze_perception: bool = False,
+    weights: tuple[float, float, float] | None = None,
 ):
     """Train one arm with one seed; evaluate every ``eval_every`` steps."""
     import torch
@@ -111,6 +112,8 @@ def run_one(
 
     torch.set_num_threads(1)
     prof, hybrid, plain = arm_setup(arm)
+    if weights is not None and arm == "e":
+        hybrid = {**hybrid, "w_rl": weights[0], "w_sl": weights[1], "w_kd": weights[2]}
     cfg = TrainConfig()
     if bc_samples is not None:
         cfg = cfg.replace(bc_samples=bc_samples)
@@ -206,6 +209,7 @@ def run_one(
         "balanced_verdict": bool(balanced_verdict),
         "critic_warmup": int(critic_warmup) if arm == "e" else 0,
         "perception_frozen": frozen,
+        "weights": [hybrid.get("w_rl", 1.0), hybrid.get("w_sl", 0.0), hybrid.get("w_kd", 0.0)],
         "curve": curve,
         "wall_s": time.time() - t0,
     }
@@ -443,6 +447,8 @@ def describe_variant(tag: str) -> str:
             words.append("full-resolution glimpse CNN")
         elif tok == "bal":
             words.append(f"balanced verdict loss (stop weight {BALANCED_STOP_WEIGHT:g})")
+        elif tok.startswith("w") and tok[1:2].isdigit():
+            words.append("hybrid weights " + tok[1:].replace("-", " / "))
         elif tok == "frz":
             words.append("glimpse CNN frozen after it")
         elif tok.startswith("cw"):
@@ -562,6 +568,10 @@ def main(argv: list[str] | None = None) -> int:
         " (TrainConfig.perception_freeze)",
     )
     ap.add_argument(
+        "--weights",
+        help="arm (e): hybrid loss weights RL,SL,KD (default 0.7,0.2,0.1)",
+    )
+    ap.add_argument(
         "--critic-warmup",
         type=int,
         default=0,
@@ -572,6 +582,14 @@ def main(argv: list[str] | None = None) -> int:
         "--report-only", action="store_true", help="write the table from the saved runs only"
     )
     args = ap.parse_args(argv)
+    weights = None
+    if args.weights:
+        try:
+            weights = tuple(float(v) for v in args.weights.split(","))
+        except ValueError:
+            weights = ()
+        if len(weights) != 3 or min(weights) < 0 or sum(weights) <= 0:
+            ap.error(f"--weights wants three non-negative numbers RL,SL,KD, got {args.weights!r}")
     seeds = args.seeds or (1 if args.quick else 5)
     budget = args.budget or (6144 if args.quick else 30_000)
     eval_every = 1024 if args.quick else 2048
@@ -588,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
             tag += "_bal" if args.balanced_verdict and arm == "e" else ""
             tag += f"_pp{args.perception}" if args.perception and arm == "e" else ""
             tag += "_frz" if args.freeze_perception and args.perception and arm == "e" else ""
+            if weights is not None and arm == "e":
+                tag += "_w" + "-".join(f"{w:g}" for w in weights)
             tag += f"_cw{args.critic_warmup}" if args.critic_warmup and arm == "e" else ""
             path = out_dir / f"{arm}_{seed}_{budget}_b{STEP_BUDGET}{tag}.json"
             if path.exists() and not args.force:
@@ -601,7 +621,8 @@ def main(argv: list[str] | None = None) -> int:
                         balanced_verdict=args.balanced_verdict,
                         perception=args.perception,
                         critic_warmup=args.critic_warmup,
-                        freeze_perception=args.freeze_perception)  # fmt: skip
+                        freeze_perception=args.freeze_perception,
+                        weights=weights)  # fmt: skip
             path.write_text(json.dumps(r, indent=1))
             last = r["curve"][-1]
             print(
@@ -687,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"Full stack (e) configurations at {budget:,} steps (every saved run; flags"
             " `--fine-cnn`, `--balanced-verdict`, `--perception N`, `--freeze-perception`,"
-            " `--critic-warmup N`,"
+            " `--weights RL,SL,KD`, `--critic-warmup N`,"
             " `--bc-samples N`; the"
             " pretraining's crops and cloned steps count as env steps):",
             "",
