@@ -582,6 +582,10 @@ def main(argv: list[str] | None = None) -> int:
         "--report-only", action="store_true", help="write the table from the saved runs only"
     )
     args = ap.parse_args(argv)
+    if args.perception < 0:
+        ap.error(f"--perception must not be negative, got {args.perception}")
+    if args.freeze_perception and not args.perception:
+        ap.error("--freeze-perception needs --perception N (there is nothing pretrained to keep)")
     weights = None
     if args.weights:
         try:
@@ -605,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
             tag += "_fine" if args.fine_cnn else ""
             tag += "_bal" if args.balanced_verdict and arm == "e" else ""
             tag += f"_pp{args.perception}" if args.perception and arm == "e" else ""
-            tag += "_frz" if args.freeze_perception and args.perception and arm == "e" else ""
+            tag += "_frz" if args.freeze_perception and arm == "e" else ""
             if weights is not None and arm == "e":
                 tag += "_w" + "-".join(f"{w:g}" for w in weights)
             tag += f"_cw{args.critic_warmup}" if args.critic_warmup and arm == "e" else ""

@@ -823,6 +823,10 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the agent's glimpse CNN fixed after that (TrainConfig.perception_freeze)",
     )
     args = ap.parse_args(argv)
+    if args.agent_perception < 0:
+        ap.error(f"--agent-perception must not be negative, got {args.agent_perception}")
+    if args.agent_freeze and not args.agent_perception:
+        ap.error("--agent-freeze needs --agent-perception N (there is nothing pretrained to keep)")
     import torch
 
     from inspector.datasets import magnetic_tile_root
@@ -875,7 +879,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg = agent_config(
                 args.seed,
                 perception_samples=args.agent_perception,
-                perception_freeze=bool(args.agent_freeze and args.agent_perception),
+                perception_freeze=args.agent_freeze,
             )
             r = run_agent(root, budget_s, args.seed, run_dir, chunk=chunk, cfg=cfg)
         else:
@@ -905,10 +909,10 @@ def main(argv: list[str] | None = None) -> int:
         results[key] = r
     # Every other saved agent variant of this seed and budget goes in the table too.
     for other in sorted(out_dir.glob(f"agent*{suffix}.json")):
-        results.setdefault(other.name[: -len(suffix) - 5], json.loads(other.read_text()))
+        results.setdefault(other.stem.removesuffix(suffix), json.loads(other.read_text()))
     body = report(results, mode, classes, ok_class, threads=max(1, min(2, args.threads)))
     print(body)
-    have_all = "agent" + tag in results and all(m in results for m in METHODS[1:])
+    have_all = all((m + tag if m == "agent" else m) in results for m in METHODS)
     if not args.no_write and have_all:
         cmd = "python -m benchmarks.quality_magnetic_tile" + (" --quick" if args.quick else "")
         if args.budget_min:

@@ -9,11 +9,11 @@ give that supervision directly: native glimpse-sized crops, each defect class ar
 a random pixel of its mask, ``ok`` where the crop holds no mask pixel (ok parts and
 the clean areas of defective ones). The glimpse CNN is trained on them with a
 throw-away linear head and class-balanced cross-entropy; behaviour cloning and PPO
-then start from its weights. With ``freeze`` (``TrainConfig.perception_freeze``) they
-keep it: :func:`freeze_glimpse_cnn` takes the glimpse CNN out of every later update, so
-that the noisy PPO gradients cannot wear the pretrained detector down (measured on the
-synthetic panels without it: point recall 0.54-0.82 after pretraining and cloning, 0.35
-median after 24k PPO steps).
+then start from its weights. With ``TrainConfig.perception_freeze`` they keep them:
+:func:`freeze_glimpse_cnn` takes the glimpse CNN out of every later update, so PPO
+cannot wear the pretrained detector down. That alone does not keep the point recall
+(measured on the synthetic panels, seed 0: 0.67 after pretraining and cloning, 0 after
+PPO with the CNN frozen, because PPO shortens the search; see docs/benchmarks.md).
 
 Only frames whose truth has a mask or boxes give defect crops; the crops are taken
 from the environment's own camera, in the scanner's grey conversion, so they are
