@@ -94,8 +94,13 @@ def run_one(
     critic_warmup: int = 0,
     freeze_perception: bool = False,
     weights: tuple[float, float, float] | None = None,
+    memory: int = 0,
 ):
-    """Train one arm with one seed; evaluate every ``eval_every`` steps."""
+    """Train one arm with one seed; evaluate every ``eval_every`` steps.
+
+    :param memory: glimpses the observation remembers (the profile's ``scan.memory``,
+        4 in lcd_panel.yaml) when not 0.
+    """
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -112,6 +117,8 @@ def run_one(
 
     torch.set_num_threads(1)
     prof, hybrid, plain = arm_setup(arm)
+    if memory:
+        prof = dataclasses.replace(prof, scan=dataclasses.replace(prof.scan, memory=memory))
     if weights is not None and arm == "e":
         hybrid = {**hybrid, "w_rl": weights[0], "w_sl": weights[1], "w_kd": weights[2]}
     cfg = TrainConfig()
@@ -210,6 +217,7 @@ def run_one(
         "critic_warmup": int(critic_warmup) if arm == "e" else 0,
         "perception_frozen": frozen,
         "weights": [hybrid.get("w_rl", 1.0), hybrid.get("w_sl", 0.0), hybrid.get("w_kd", 0.0)],
+        "memory": int(prof.scan.memory),
         "curve": curve,
         "wall_s": time.time() - t0,
     }
@@ -453,6 +461,8 @@ def describe_variant(tag: str) -> str:
             words.append("glimpse CNN frozen after it")
         elif tok.startswith("cw"):
             words.append(f"critic warm-up {int(tok[2:]):,} PPO steps")
+        elif tok.startswith("m") and tok[1:].isdigit():
+            words.append(f"{int(tok[1:])} remembered glimpses")
         elif tok.startswith("pp"):
             words.append(f"perception pretraining on {int(tok[2:]):,} crops")
         else:
@@ -579,11 +589,20 @@ def main(argv: list[str] | None = None) -> int:
         " learns (TrainConfig.critic_warmup)",
     )
     ap.add_argument(
+        "--memory",
+        type=int,
+        default=0,
+        help="glimpses the observation remembers, every arm (scan.memory; default: the"
+        " profile's 4)",
+    )
+    ap.add_argument(
         "--report-only", action="store_true", help="write the table from the saved runs only"
     )
     args = ap.parse_args(argv)
     if args.perception < 0:
         ap.error(f"--perception must not be negative, got {args.perception}")
+    if args.memory < 0:
+        ap.error(f"--memory must not be negative, got {args.memory}")
     if args.freeze_perception and not args.perception:
         ap.error("--freeze-perception needs --perception N (there is nothing pretrained to keep)")
     weights = None
@@ -613,6 +632,7 @@ def main(argv: list[str] | None = None) -> int:
             if weights is not None and arm == "e":
                 tag += "_w" + "-".join(f"{w:g}" for w in weights)
             tag += f"_cw{args.critic_warmup}" if args.critic_warmup and arm == "e" else ""
+            tag += f"_m{args.memory}" if args.memory else ""
             path = out_dir / f"{arm}_{seed}_{budget}_b{STEP_BUDGET}{tag}.json"
             if path.exists() and not args.force:
                 results.append(json.loads(path.read_text()))
@@ -626,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
                         perception=args.perception,
                         critic_warmup=args.critic_warmup,
                         freeze_perception=args.freeze_perception,
-                        weights=weights)  # fmt: skip
+                        weights=weights, memory=args.memory)  # fmt: skip
             path.write_text(json.dumps(r, indent=1))
             last = r["curve"][-1]
             print(
@@ -712,7 +732,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"Full stack (e) configurations at {budget:,} steps (every saved run; flags"
             " `--fine-cnn`, `--balanced-verdict`, `--perception N`, `--freeze-perception`,"
-            " `--weights RL,SL,KD`, `--critic-warmup N`,"
+            " `--weights RL,SL,KD`, `--critic-warmup N`, `--memory N`,"
             " `--bc-samples N`; the"
             " pretraining's crops and cloned steps count as env steps):",
             "",

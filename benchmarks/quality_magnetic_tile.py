@@ -532,11 +532,14 @@ def run_agent(
     cfg: Any = None,
     val_episodes: int = 100_000,
     test_episodes: int = 100_000,
+    profile_path: str = PROFILE,
 ) -> dict[str, Any]:
     """Train the agent in resumable chunks until ``budget_s`` is spent; best val -> test.
 
     ``run_dir/state.json`` records the seconds spent and the val curve, so a killed run
     continues where its last finished chunk left off (a chunk cut short is lost time).
+
+    :param profile_path: the reward profile (default reward_profiles/magnetic_tile.yaml).
     """
     from inspector.train.runner import train_run
 
@@ -562,7 +565,7 @@ def run_agent(
             break
         t0 = time.perf_counter()
         res = train_run(
-            PROFILE,
+            profile_path,
             "folder",
             camera_params(root, "train"),
             state["steps"] + want,
@@ -699,7 +702,9 @@ def report(
             "Agent variants: each agent row is its own run with the same budget; perception"
             " pretraining is `--agent-perception N` (TrainConfig.perception_samples, native"
             " crops labelled from the train masks), a frozen glimpse CNN `--agent-freeze`"
-            " (perception_freeze); `--methods agent` with those flags re-creates one row."
+            " (perception_freeze), more remembered glimpses `--agent-memory N` (the profile's"
+            " scan.memory, 4 in magnetic_tile.yaml); `--methods agent` with those flags"
+            " re-creates one row."
         )
     tiling, full = results.get("tiling"), results.get("fullframe")
     if tiling:
@@ -772,9 +777,30 @@ def report(
     return body + "\n".join(notes + goal_lines) + "\n"
 
 
-def agent_tag(perception: int = 0, freeze: bool = False) -> str:
+def agent_tag(perception: int = 0, freeze: bool = False, memory: int = 0) -> str:
     """The results key suffix of an agent variant (``""``: TrainConfig defaults)."""
-    return (f"_pp{perception}" if perception else "") + ("_frz" if freeze and perception else "")
+    return (
+        (f"_pp{perception}" if perception else "")
+        + ("_frz" if freeze and perception else "")
+        + (f"_m{memory}" if memory else "")
+    )
+
+
+def variant_profile(memory: int, out: Path) -> str:
+    """reward_profiles/magnetic_tile.yaml with ``scan.memory`` replaced, written to ``out``."""
+    import yaml
+
+    from inspector.profile import load_profile
+
+    doc = yaml.safe_load(Path(PROFILE).read_text())
+    doc["scan"]["memory"] = int(memory)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        f"# {Path(PROFILE).name} with scan.memory {memory} (benchmarks/quality_magnetic_tile.py)\n"
+        + yaml.safe_dump(doc, sort_keys=False)
+    )
+    load_profile(str(out))  # fail here, not after the first chunk
+    return str(out)
 
 
 def agent_name(key: str) -> str:
@@ -785,6 +811,8 @@ def agent_name(key: str) -> str:
             words.append(f"perception pretraining on {int(tok[2:]):,} crops")
         elif tok == "frz":
             words.append("glimpse CNN frozen")
+        elif tok.startswith("m") and tok[1:].isdigit():
+            words.append(f"{int(tok[1:])} remembered glimpses")
         else:
             words.append(tok)
     return "agent (HybridPPO, scripted teacher" + "".join(f", {w}" for w in words) + ")"
@@ -822,7 +850,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="keep the agent's glimpse CNN fixed after that (TrainConfig.perception_freeze)",
     )
+    ap.add_argument(
+        "--agent-memory",
+        type=int,
+        default=0,
+        help="glimpses the agent's observation remembers (the profile's scan.memory, default 4)",
+    )
     args = ap.parse_args(argv)
+    if args.agent_memory < 0:
+        ap.error(f"--agent-memory must not be negative, got {args.agent_memory}")
     if args.agent_perception < 0:
         ap.error(f"--agent-perception must not be negative, got {args.agent_perception}")
     if args.agent_freeze and not args.agent_perception:
@@ -860,7 +896,7 @@ def main(argv: list[str] | None = None) -> int:
         return data[split]
 
     results: dict[str, dict] = {}
-    tag = agent_tag(args.agent_perception, args.agent_freeze)
+    tag = agent_tag(args.agent_perception, args.agent_freeze, args.agent_memory)
     suffix = f"_s{args.seed}_{budget_s:.0f}s"
     for meth in METHODS:
         key = meth + tag if meth == "agent" else meth
@@ -881,7 +917,14 @@ def main(argv: list[str] | None = None) -> int:
                 perception_samples=args.agent_perception,
                 perception_freeze=args.agent_freeze,
             )
-            r = run_agent(root, budget_s, args.seed, run_dir, chunk=chunk, cfg=cfg)
+            prof_path = (
+                variant_profile(args.agent_memory, run_dir / "profile_variant.yaml")
+                if args.agent_memory
+                else PROFILE
+            )
+            r = run_agent(
+                root, budget_s, args.seed, run_dir, chunk=chunk, cfg=cfg, profile_path=prof_path
+            )
         else:
             run = run_tiling if meth == "tiling" else run_fullframe
             r = run(

@@ -116,9 +116,17 @@ def test_agent_chunks_resume_and_report(magnetic_tile, tmp_path):
         bc_samples=32,
         bc_epochs=1,
     )
-    kw = dict(first_chunk=32, cfg=cfg, val_episodes=1, test_episodes=3)
+    prof = q.variant_profile(3, tmp_path / "profile_variant.yaml")
+    kw = dict(first_chunk=32, cfg=cfg, val_episodes=1, test_episodes=3, profile_path=prof)
     r = q.run_agent(magnetic_tile, 1e-3, 0, tmp_path, **kw)
     assert r["steps"] == 32 and len(r["history"]) == 1
+    # The variant profile is the one trained with: its memory is the observation's.
+    from inspector.profile import load_profile
+
+    assert load_profile(str(tmp_path / "best" / "profile.yaml")).scan.memory == 3
+    assert q.agent_name("agent" + q.agent_tag(8000, True, 8)).endswith(
+        "crops, glimpse CNN frozen, 8 remembered glimpses)"
+    )
     assert r["test"]["episodes"] == 3
     assert (tmp_path / "best" / "model.zip").is_file()
     state = json.loads((tmp_path / "state.json").read_text())
