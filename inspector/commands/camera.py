@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from inspector.commands._args import positive_int
 from inspector.errors import CameraError, InspectorError
 from inspector.frames import Frame
 
@@ -26,16 +27,6 @@ CELL = 192
 _BAND = 30  # room for two lines of text under each cell
 _RED = (40, 40, 235)
 _YELLOW = (0, 215, 255)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -68,7 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="driver parameter; repeat the flag or give several (e.g. --param size=512 seed=3)",
     )
     probe.add_argument(
-        "--frames", type=_positive_int, default=16, help="frames to read (default 16)"
+        "--frames", type=positive_int, default=16, help="frames to read (default 16)"
     )
     probe.add_argument("--sheet", type=Path, help="write a contact sheet PNG here")
     probe.set_defaults(func=cmd_probe)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from inspector.commands._args import non_negative_int, positive_int
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -14,10 +16,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "ONNX and run a station on synthetic parts reporting over MQTT.",
     )
     p.add_argument("--out", default="demo", help="output folder (default demo/)")
-    p.add_argument("--parts", type=int, default=200, help="parts the station inspects")
-    p.add_argument("--timesteps", type=int, default=8192, help="HybridPPO steps after cloning")
-    p.add_argument("--bc-samples", type=int, default=8192, help="teacher steps to clone first")
-    p.add_argument("--eval-episodes", type=int, default=200, help="evaluation parts")
+    p.add_argument("--parts", type=positive_int, default=200, help="parts the station inspects")
+    p.add_argument(
+        "--timesteps", type=positive_int, default=8192, help="HybridPPO steps after cloning"
+    )
+    p.add_argument(
+        "--bc-samples", type=non_negative_int, default=8192, help="teacher steps to clone first"
+    )
+    p.add_argument("--eval-episodes", type=positive_int, default=200, help="evaluation parts")
     p.add_argument("--mqtt-host", help="use this broker instead of starting one")
     p.add_argument("--mqtt-port", type=int, help="port of --mqtt-host (default 1883)")
     p.add_argument("--retrain", action="store_true", help="train again even if a run is cached")

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from inspector.commands._args import positive_int
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -16,8 +18,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", help="run directory or model.zip")
     p.add_argument("--out", required=True, help="the .onnx file to write")
     p.add_argument("--int8", action="store_true", help="also quantise to int8 (written to --out)")
-    p.add_argument("--observations", type=int, default=1000, help="observations for parity")
-    p.add_argument("--eval-episodes", type=int, default=100, help="parts to evaluate fp32 vs int8")
+    p.add_argument(
+        "--observations", type=positive_int, default=1000, help="observations for parity"
+    )
+    p.add_argument(
+        "--eval-episodes", type=positive_int, default=100, help="parts to evaluate fp32 vs int8"
+    )
     p.add_argument("--camera", help="camera for the parity observations (default: the run's)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     p.set_defaults(func=run_export)
@@ -41,8 +47,6 @@ def run_export(args: argparse.Namespace) -> int:
             camera, params = c["camera"], {**c["params"], **params}
         else:
             camera = "synthetic"
-    if args.observations < 1:
-        raise InspectorError("--observations must be positive")
     rep = export_report(
         run,
         out,

@@ -15,20 +15,11 @@ import json
 import re
 from pathlib import Path
 
+from inspector.commands._args import positive_int
 from inspector.errors import FootageError, InspectorError
 
 #: What a label may look like (the profile's class-name rule, plus upper case).
 LABEL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
 
 
 def _label_map(text: str | None) -> dict[str, str]:
@@ -101,10 +92,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="review",
         help="review: frames needing a person (default); uncertain: active learning",
     )
-    rev.add_argument("--n", type=_positive_int, default=50, help="frames to list (default 50)")
-    rev.add_argument(
-        "--batch", type=_positive_int, default=25, help="frames per sheet (default 25)"
-    )
+    rev.add_argument("--n", type=positive_int, default=50, help="frames to list (default 50)")
+    rev.add_argument("--batch", type=positive_int, default=25, help="frames per sheet (default 25)")
     rev.add_argument(
         "--low-confidence",
         type=float,

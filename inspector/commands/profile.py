@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from inspector.commands._args import positive_int
+
 
 def add_parser(subparsers: Any) -> None:
     """Add the ``profile`` verb with ``check``, ``schema`` and ``explain``.
@@ -58,7 +60,9 @@ def add_parser(subparsers: Any) -> None:
         metavar="K=V",
         help="camera driver parameter (repeatable)",
     )
-    explain.add_argument("--episodes", type=int, default=3, help="episodes to run (default 3)")
+    explain.add_argument(
+        "--episodes", type=positive_int, default=3, help="episodes to run (default 3)"
+    )
     explain.add_argument("--json", metavar="OUT", help="write all traces as JSON")
     explain.add_argument("--plot", metavar="OUT.png", help="draw one episode's rewards and path")
     explain.add_argument("--model", metavar="MODEL", help="use a trained model, not the script")

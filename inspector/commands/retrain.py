@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from inspector.commands._args import positive_int
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``retrain`` verb.
@@ -29,7 +31,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--footage", required=True, type=Path, help="the footage store")
     p.add_argument("--base", required=True, help="the base model (run directory or model.zip)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
-    p.add_argument("--timesteps", type=int, default=50_000, help="fine-tuning steps (50000)")
+    p.add_argument(
+        "--timesteps", type=positive_int, default=50_000, help="fine-tuning steps (50000)"
+    )
     p.add_argument("--profile", type=Path, help="reward profile (default: the base's)")
     p.add_argument("--config", type=Path, help="TrainConfig YAML")
     p.add_argument(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 
+from inspector.commands._args import positive_int
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -16,7 +18,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--config", required=True, help="station YAML (see stations/example.yaml)")
-    p.add_argument("--max-parts", type=int, metavar="N", help="stop after N parts (flush, exit 0)")
+    p.add_argument(
+        "--max-parts", type=positive_int, metavar="N", help="stop after N parts (flush, exit 0)"
+    )
     p.add_argument("--camera", metavar="NAME", help="camera driver (its parameters start empty)")
     p.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="camera parameter"
@@ -32,12 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_run(args: argparse.Namespace) -> int:
     from inspector.camera import parse_params
-    from inspector.errors import InspectorError
     from inspector.runtime.station import run_station
     from inspector.runtime.station_config import apply_overrides, load_station_config
 
-    if args.max_parts is not None and args.max_parts < 1:
-        raise InspectorError(f"--max-parts must be at least 1, got {args.max_parts}")
     cfg = load_station_config(args.config)
     cfg = apply_overrides(
         cfg,

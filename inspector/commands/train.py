@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from inspector.commands._args import positive_int
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -18,13 +20,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="driver parameter"
     )
-    p.add_argument("--timesteps", type=int, required=True, help="environment steps to train")
+    p.add_argument(
+        "--timesteps", type=positive_int, required=True, help="environment steps to train"
+    )
     p.add_argument("--out", required=True, help="run directory (model, config, report)")
     p.add_argument("--config", help="TrainConfig YAML (see docs: every field documented)")
     p.add_argument("--teacher", help="teacher model for the KL term ('scripted', 'none' or a run)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--seed", type=int, help="random seed (overrides the config)")
-    p.add_argument("--n-envs", type=int, help="parallel environments (overrides the config)")
+    p.add_argument(
+        "--n-envs", type=positive_int, help="parallel environments (overrides the config)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_train)
 
@@ -38,7 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="driver parameter"
     )
-    e.add_argument("--episodes", type=int, default=100, help="parts to inspect (default 100)")
+    e.add_argument(
+        "--episodes", type=positive_int, default=100, help="parts to inspect (default 100)"
+    )
     e.add_argument("--json", help="write the metrics as JSON here")
     e.add_argument("--plot", help="write the confusion matrix and glimpse paths here (PNG)")
     e.set_defaults(func=run_eval)
