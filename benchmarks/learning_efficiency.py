@@ -95,11 +95,13 @@ def run_one(
     freeze_perception: bool = False,
     weights: tuple[float, float, float] | None = None,
     memory: int = 0,
+    evidence: bool = False,
 ):
     """Train one arm with one seed; evaluate every ``eval_every`` steps.
 
     :param memory: glimpses the observation remembers (the profile's ``scan.memory``,
         4 in lcd_panel.yaml) when not 0.
+    :param evidence: the extractor's per-glimpse evidence head (TrainConfig.glimpse_evidence).
     """
     import torch
     from stable_baselines3 import PPO
@@ -126,6 +128,8 @@ def run_one(
         cfg = cfg.replace(bc_samples=bc_samples)
     if fine_cnn:
         cfg = cfg.replace(cnn_fine=True)
+    if evidence:
+        cfg = cfg.replace(glimpse_evidence=True)
     if balanced_verdict:
         cfg = cfg.replace(verdict_balance=True, verdict_stop_weight=BALANCED_STOP_WEIGHT)
     if hybrid.get("w_sl", 0) > 0:
@@ -148,7 +152,7 @@ def run_one(
         return thunk
 
     env = DummyVecEnv([make(i) for i in range(n_envs)])
-    common = ppo_kwargs(cfg.replace(seed=seed))
+    common = ppo_kwargs(cfg.replace(seed=seed), len(prof.classes))
     if plain:
         model = PPO("MultiInputPolicy", env, **common)
     else:
@@ -218,6 +222,7 @@ def run_one(
         "perception_frozen": frozen,
         "weights": [hybrid.get("w_rl", 1.0), hybrid.get("w_sl", 0.0), hybrid.get("w_kd", 0.0)],
         "memory": int(prof.scan.memory),
+        "evidence": bool(evidence),
         "curve": curve,
         "wall_s": time.time() - t0,
     }
@@ -461,6 +466,8 @@ def describe_variant(tag: str) -> str:
             words.append("glimpse CNN frozen after it")
         elif tok.startswith("cw"):
             words.append(f"critic warm-up {int(tok[2:]):,} PPO steps")
+        elif tok == "ev":
+            words.append("per-glimpse evidence head")
         elif tok.startswith("m") and tok[1:].isdigit():
             words.append(f"{int(tok[1:])} remembered glimpses")
         elif tok.startswith("pp"):
@@ -596,6 +603,12 @@ def main(argv: list[str] | None = None) -> int:
         " profile's 4)",
     )
     ap.add_argument(
+        "--evidence",
+        action="store_true",
+        help="every arm: the per-glimpse evidence head (TrainConfig.glimpse_evidence; arm"
+        " (e) pretrains it with --perception)",
+    )
+    ap.add_argument(
         "--report-only", action="store_true", help="write the table from the saved runs only"
     )
     args = ap.parse_args(argv)
@@ -633,6 +646,7 @@ def main(argv: list[str] | None = None) -> int:
                 tag += "_w" + "-".join(f"{w:g}" for w in weights)
             tag += f"_cw{args.critic_warmup}" if args.critic_warmup and arm == "e" else ""
             tag += f"_m{args.memory}" if args.memory else ""
+            tag += "_ev" if args.evidence else ""
             path = out_dir / f"{arm}_{seed}_{budget}_b{STEP_BUDGET}{tag}.json"
             if path.exists() and not args.force:
                 results.append(json.loads(path.read_text()))
@@ -646,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
                         perception=args.perception,
                         critic_warmup=args.critic_warmup,
                         freeze_perception=args.freeze_perception,
-                        weights=weights, memory=args.memory)  # fmt: skip
+                        weights=weights, memory=args.memory,
+                        evidence=args.evidence)  # fmt: skip
             path.write_text(json.dumps(r, indent=1))
             last = r["curve"][-1]
             print(
@@ -732,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"Full stack (e) configurations at {budget:,} steps (every saved run; flags"
             " `--fine-cnn`, `--balanced-verdict`, `--perception N`, `--freeze-perception`,"
-            " `--weights RL,SL,KD`, `--critic-warmup N`, `--memory N`,"
+            " `--weights RL,SL,KD`, `--critic-warmup N`, `--memory N`, `--evidence`,"
             " `--bc-samples N`; the"
             " pretraining's crops and cloned steps count as env steps):",
             "",

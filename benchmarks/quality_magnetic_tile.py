@@ -703,7 +703,8 @@ def report(
             " pretraining is `--agent-perception N` (TrainConfig.perception_samples, native"
             " crops labelled from the train masks), a frozen glimpse CNN `--agent-freeze`"
             " (perception_freeze), more remembered glimpses `--agent-memory N` (the profile's"
-            " scan.memory, 4 in magnetic_tile.yaml); `--methods agent` with those flags"
+            " scan.memory, 4 in magnetic_tile.yaml), the per-glimpse evidence head"
+            " `--agent-evidence` (TrainConfig.glimpse_evidence); `--methods agent` with those flags"
             " re-creates one row."
         )
     tiling, full = results.get("tiling"), results.get("fullframe")
@@ -777,12 +778,15 @@ def report(
     return body + "\n".join(notes + goal_lines) + "\n"
 
 
-def agent_tag(perception: int = 0, freeze: bool = False, memory: int = 0) -> str:
+def agent_tag(
+    perception: int = 0, freeze: bool = False, memory: int = 0, evidence: bool = False
+) -> str:
     """The results key suffix of an agent variant (``""``: TrainConfig defaults)."""
     return (
         (f"_pp{perception}" if perception else "")
         + ("_frz" if freeze and perception else "")
         + (f"_m{memory}" if memory else "")
+        + ("_ev" if evidence else "")
     )
 
 
@@ -811,6 +815,8 @@ def agent_name(key: str) -> str:
             words.append(f"perception pretraining on {int(tok[2:]):,} crops")
         elif tok == "frz":
             words.append("glimpse CNN frozen")
+        elif tok == "ev":
+            words.append("per-glimpse evidence head")
         elif tok.startswith("m") and tok[1:].isdigit():
             words.append(f"{int(tok[1:])} remembered glimpses")
         else:
@@ -856,6 +862,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="glimpses the agent's observation remembers (the profile's scan.memory, default 4)",
     )
+    ap.add_argument(
+        "--agent-evidence",
+        action="store_true",
+        help="the agent's per-glimpse evidence head (TrainConfig.glimpse_evidence;"
+        " pretrained with --agent-perception)",
+    )
     args = ap.parse_args(argv)
     if args.agent_memory < 0:
         ap.error(f"--agent-memory must not be negative, got {args.agent_memory}")
@@ -896,7 +908,9 @@ def main(argv: list[str] | None = None) -> int:
         return data[split]
 
     results: dict[str, dict] = {}
-    tag = agent_tag(args.agent_perception, args.agent_freeze, args.agent_memory)
+    tag = agent_tag(
+        args.agent_perception, args.agent_freeze, args.agent_memory, args.agent_evidence
+    )
     suffix = f"_s{args.seed}_{budget_s:.0f}s"
     for meth in METHODS:
         key = meth + tag if meth == "agent" else meth
@@ -916,6 +930,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.seed,
                 perception_samples=args.agent_perception,
                 perception_freeze=args.agent_freeze,
+                glimpse_evidence=args.agent_evidence,
             )
             prof_path = (
                 variant_profile(args.agent_memory, run_dir / "profile_variant.yaml")

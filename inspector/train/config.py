@@ -59,6 +59,10 @@ class TrainConfig:
     :param perception_freeze: keep the glimpse CNN fixed after perception pretraining (or
         as ``--init-from`` gave it): behaviour cloning and PPO train the rest of the
         network on its features and cannot wear the pretrained detector down.
+    :param glimpse_evidence: a per-glimpse class head whose max probability per class
+        over the remembered glimpses joins the features (see
+        ``inspector.train.network.InspectorExtractor``); perception pretraining trains it
+        (instead of a throw-away head) and ``perception_freeze`` freezes it with the CNN.
     :param critic_warmup: env steps at the start of PPO during which only the value
         function learns (after cloning it is untrained; see ``HybridPPO``); 0 = off.
     :param verdict_balance: class-balanced verdict cross-entropy, in behaviour cloning
@@ -104,6 +108,7 @@ class TrainConfig:
     perception_samples: int = 0
     perception_epochs: int = 12
     perception_freeze: bool = False
+    glimpse_evidence: bool = False
     critic_warmup: int = 0
     verdict_balance: bool = False
     verdict_stop_weight: float = 1.0

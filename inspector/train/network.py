@@ -5,6 +5,14 @@ before the CNN: low-contrast defects are invisible to a CNN on raw [0, 1] pixels
 One CNN with shared weights reads each remembered glimpse; the features of the
 current glimpse and the max over all remembered glimpses (evidence kept across
 glimpses) are concatenated with the overview's and the state's features.
+
+With ``evidence_classes`` the extractor also classifies every remembered glimpse on its
+own (a linear head on its CNN features, softmax over the verdict classes) and adds the
+max of each class's probability over the memory: the decision rule of exhaustive tiling
+(the most confident defect tile), over the glimpses the agent chose. Perception
+pretraining trains that head on mask-labelled crops (``inspector.train.perception``),
+so the verdict head starts with a calibrated per-class detector as an input instead of
+having to recover one from the pooled features.
 """
 
 from __future__ import annotations
@@ -75,6 +83,8 @@ class InspectorExtractor(BaseFeaturesExtractor):
     :param features_dim: size of the output features.
     :param fine: the glimpse CNN's full-resolution variant (see :class:`GlimpseCNN`);
         the overview CNN stays the fast one.
+    :param evidence_classes: number of verdict classes of the per-glimpse evidence head
+        (0: none).
     """
 
     def __init__(
@@ -83,14 +93,20 @@ class InspectorExtractor(BaseFeaturesExtractor):
         channels: int = 8,
         features_dim: int = 128,
         fine: bool = False,
+        evidence_classes: int = 0,
     ) -> None:
         super().__init__(observation_space, features_dim)
+        if evidence_classes < 0:
+            raise ValueError(f"evidence_classes must not be negative, got {evidence_classes}")
         self.memory = observation_space["glimpse"].shape[0]
         state_dim = observation_space["state"].shape[0]
         self.glimpse_cnn = GlimpseCNN(channels, fine=fine)
         self.overview_cnn = GlimpseCNN(max(4, channels // 2))
         self.state_mlp = nn.Sequential(nn.Linear(state_dim, 64), nn.ReLU())
-        total = 2 * self.glimpse_cnn.out_dim + self.overview_cnn.out_dim + 64
+        self.evidence = (
+            nn.Linear(self.glimpse_cnn.out_dim, evidence_classes) if evidence_classes else None
+        )
+        total = 2 * self.glimpse_cnn.out_dim + self.overview_cnn.out_dim + 64 + evidence_classes
         self.head = nn.Sequential(nn.Linear(total, features_dim), nn.ReLU())
 
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -103,4 +119,10 @@ class InspectorExtractor(BaseFeaturesExtractor):
         mem = torch.maximum(mem, feats[:, 0])
         ov = self.overview_cnn(standardise(obs["overview"].float()))
         st = self.state_mlp(obs["state"].float())
-        return self.head(torch.cat([feats[:, 0], mem, ov, st], dim=1))
+        parts = [feats[:, 0], mem, ov, st]
+        if self.evidence is not None:
+            prob = torch.softmax(self.evidence(feats), dim=-1)  # [B, M, classes]
+            # Empty slots count as 0 (no evidence); the current glimpse always counts.
+            ev = torch.maximum((prob * filled).amax(dim=1), prob[:, 0])
+            parts.append(ev)
+        return self.head(torch.cat(parts, dim=1))

@@ -9,9 +9,12 @@ give that supervision directly: native glimpse-sized crops, each defect class ar
 a random pixel of its mask, ``ok`` where the crop holds no mask pixel (ok parts and
 the clean areas of defective ones). The glimpse CNN is trained on them with a
 throw-away linear head and class-balanced cross-entropy; behaviour cloning and PPO
-then start from its weights. With ``TrainConfig.perception_freeze`` they keep them:
-:func:`freeze_glimpse_cnn` takes the glimpse CNN out of every later update, so PPO
-cannot wear the pretrained detector down. That alone does not keep the point recall
+then start from its weights. With ``TrainConfig.glimpse_evidence`` the head is not
+thrown away: it is the extractor's per-glimpse evidence head, whose class probabilities
+(max over the remembered glimpses) the verdict head reads. With
+``TrainConfig.perception_freeze`` they keep them: :func:`freeze_glimpse_cnn` takes the
+glimpse CNN (and the evidence head) out of every later update, so PPO cannot wear the
+pretrained detector down. That alone does not keep the point recall
 (measured on the synthetic panels, seed 0: 0.67 after pretraining and cloning, 0 after
 PPO with the CNN frozen, because PPO shortens the search; see docs/benchmarks.md).
 
@@ -99,8 +102,17 @@ def glimpse_encoder(model: Any) -> nn.Module:
     return cnn
 
 
+def evidence_head(model: Any) -> nn.Linear | None:
+    """The extractor's per-glimpse evidence head (``TrainConfig.glimpse_evidence``), or None."""
+    ext = getattr(model.policy, "pi_features_extractor", None) or model.policy.features_extractor
+    return getattr(ext, "evidence", None)
+
+
 def freeze_glimpse_cnn(model: Any, frozen: bool = True) -> int:
     """Exclude (or, with ``frozen=False``, re-include) the glimpse CNN from training.
+
+    The evidence head, when the extractor has one, goes with it: it is the CNN's
+    pretrained classifier.
 
     Its parameters get ``requires_grad = frozen is False``: no gradient reaches them, so
     neither behaviour cloning's nor PPO's optimiser moves them (Adam skips parameters
@@ -110,6 +122,9 @@ def freeze_glimpse_cnn(model: Any, frozen: bool = True) -> int:
     :returns: the number of weights frozen (or unfrozen).
     """
     params = list(glimpse_encoder(model).parameters())
+    head = evidence_head(model)
+    if head is not None:
+        params += list(head.parameters())
     for p in params:
         p.requires_grad_(not frozen)
     n = sum(p.numel() for p in params)
@@ -126,8 +141,12 @@ def pretrain_glimpse_cnn(
     batch: int = 128,
     held_out: float = 0.1,
     seed: int = 0,
+    head: nn.Linear | None = None,
 ) -> dict[str, float]:
     """Train ``cnn`` (in place) on the crops with a linear head; class-balanced loss.
+
+    :param head: the linear head to train with it (kept, e.g. the extractor's evidence
+        head); None: a throw-away one.
 
     :returns: ``perception/accuracy`` and ``perception/recall_<class index>`` on the
         held-out share (the last ``held_out`` of a seeded permutation), and the loss.
@@ -142,12 +161,19 @@ def pretrain_glimpse_cnn(
     perm = th.randperm(len(y), generator=gen)
     n_test = int(round(held_out * len(y)))
     train, test = perm[: len(y) - n_test], perm[len(y) - n_test :]
-    head = nn.Linear(cnn.out_dim, n_classes)
+    if head is None:
+        head = nn.Linear(cnn.out_dim, n_classes)
+    elif (head.in_features, head.out_features) != (cnn.out_dim, n_classes):
+        raise ValueError(
+            f"head maps {head.in_features} -> {head.out_features}, need"
+            f" {cnn.out_dim} -> {n_classes}"
+        )
     weights = balanced_class_weights(y[train].numpy(), n_classes)
     params = [*cnn.parameters(), *head.parameters()]
     opt = th.optim.Adam(params, lr=lr)
-    was_training = cnn.training
+    was_training = cnn.training, head.training
     cnn.train()
+    head.train()
     losses: list[float] = []
     for _ in range(epochs):
         order = train[th.randperm(len(train), generator=gen)]
@@ -159,7 +185,8 @@ def pretrain_glimpse_cnn(
             loss.backward()
             opt.step()
             losses.append(loss.item())
-    cnn.train(was_training)
+    cnn.train(was_training[0])
+    head.train(was_training[1])
     stats: dict[str, float] = {"perception/loss": float(np.mean(losses)) if losses else 0.0}
     if n_test:
         with th.no_grad():
@@ -176,9 +203,19 @@ def pretrain_glimpse_cnn(
 def perception_pretrain(
     model: Any, make_env: Callable[[], Any], n: int, epochs: int = 12, seed: int = 0
 ) -> dict[str, float]:
-    """Collect ``n`` crops with :func:`glimpse_samples` and pretrain the model's glimpse CNN."""
+    """Collect ``n`` crops with :func:`glimpse_samples` and pretrain the model's glimpse CNN.
+
+    The model's evidence head, when it has one, is the head trained with it.
+    """
     data = glimpse_samples(make_env, n, seed=seed)
     n_classes = int(model.policy.action_space.nvec[-1])
-    stats = pretrain_glimpse_cnn(glimpse_encoder(model), data, n_classes, epochs=epochs, seed=seed)
+    stats = pretrain_glimpse_cnn(
+        glimpse_encoder(model),
+        data,
+        n_classes,
+        epochs=epochs,
+        seed=seed,
+        head=evidence_head(model),
+    )
     stats["perception/samples"] = float(len(data["label"]))
     return stats

@@ -61,24 +61,33 @@ def make_vec_env(
     return DummyVecEnv(fns)
 
 
-def policy_kwargs(cfg: TrainConfig) -> dict[str, Any]:
-    """SB3 ``policy_kwargs``: the CNN extractor over glimpses, overview and state."""
+def policy_kwargs(cfg: TrainConfig, n_classes: int | None = None) -> dict[str, Any]:
+    """SB3 ``policy_kwargs``: the CNN extractor over glimpses, overview and state.
+
+    :param n_classes: verdict classes (the profile's); needed by ``cfg.glimpse_evidence``.
+    """
     from inspector.train.network import InspectorExtractor
 
+    if cfg.glimpse_evidence and not n_classes:
+        raise ValueError("glimpse_evidence needs the number of verdict classes")
     return {
         "features_extractor_class": InspectorExtractor,
         "features_extractor_kwargs": {
             "channels": cfg.cnn_channels,
             "features_dim": cfg.features_dim,
             **({"fine": True} if cfg.cnn_fine else {}),
+            **({"evidence_classes": int(n_classes)} if cfg.glimpse_evidence else {}),
         },
         "net_arch": list(cfg.net_arch),
         "normalize_images": False,
     }
 
 
-def ppo_kwargs(cfg: TrainConfig) -> dict[str, Any]:
-    """The PPO settings of ``cfg`` (shared by HybridPPO and plain-PPO baselines)."""
+def ppo_kwargs(cfg: TrainConfig, n_classes: int | None = None) -> dict[str, Any]:
+    """The PPO settings of ``cfg`` (shared by HybridPPO and plain-PPO baselines).
+
+    :param n_classes: verdict classes, for :func:`policy_kwargs`.
+    """
     return {
         "n_steps": cfg.n_steps,
         "batch_size": cfg.batch_size,
@@ -92,7 +101,7 @@ def ppo_kwargs(cfg: TrainConfig) -> dict[str, Any]:
         "learning_rate": cosine_schedule(cfg.learning_rate, cfg.lr_floor),
         "seed": cfg.seed,
         "device": "cpu",
-        "policy_kwargs": policy_kwargs(cfg),
+        "policy_kwargs": policy_kwargs(cfg, n_classes),
     }
 
 
@@ -118,7 +127,7 @@ def build_model(env: Any, profile: Profile, cfg: TrainConfig, teacher: Any, tb_d
         verdict_balance=cfg.verdict_balance,
         verdict_stop_weight=cfg.verdict_stop_weight,
         critic_warmup=cfg.critic_warmup,
-        **ppo_kwargs(cfg),
+        **ppo_kwargs(cfg, len(profile.classes)),
     )
 
 

@@ -34,3 +34,47 @@ def test_config_switch_reaches_the_extractor():
     assert "fine" not in policy_kwargs(TrainConfig())["features_extractor_kwargs"]
     kw = policy_kwargs(TrainConfig(cnn_fine=True))["features_extractor_kwargs"]
     assert kw["fine"] is True
+
+
+def _space(memory=3, g=16, state=8):
+    import gymnasium as gym
+    import numpy as np
+
+    return gym.spaces.Dict(
+        {
+            "glimpse": gym.spaces.Box(0, 255, (memory, g, g), np.uint8),
+            "overview": gym.spaces.Box(0, 255, (1, g, g), np.uint8),
+            "state": gym.spaces.Box(-1, 1, (state,), np.float32),
+        }
+    )
+
+
+def test_evidence_is_the_max_class_probability_over_the_filled_memory():
+    from inspector.train.network import InspectorExtractor, standardise
+
+    torch.manual_seed(0)
+    ext = InspectorExtractor(_space(), channels=4, features_dim=16, evidence_classes=3)
+    captured = {}
+    ext.head.register_forward_hook(lambda m, inp, out: captured.setdefault("x", inp[0]))
+    g = torch.randint(1, 255, (2, 3, 16, 16)).float()
+    g[1, 2] = 0  # an empty memory slot (before enough glimpses)
+    obs = {"glimpse": g, "overview": torch.rand(2, 1, 16, 16) * 255, "state": torch.zeros(2, 8)}
+    ext(obs)
+    ev = captured["x"][:, -3:]
+    with torch.no_grad():
+        feats = ext.glimpse_cnn(standardise(g.reshape(6, 1, 16, 16))).reshape(2, 3, -1)
+        prob = torch.softmax(ext.evidence(feats), dim=-1)
+    assert torch.allclose(ev[0], prob[0].amax(dim=0), atol=1e-6)
+    assert torch.allclose(ev[1], prob[1, :2].amax(dim=0), atol=1e-6)  # the empty slot is out
+    # current + memory glimpse features (16 each), overview (16), state (64), evidence (3)
+    assert ext.head[0].in_features == 2 * 16 + 16 + 64 + 3
+
+
+def test_evidence_switch_needs_the_class_count_and_reaches_the_extractor():
+    import pytest
+
+    cfg = TrainConfig(glimpse_evidence=True)
+    with pytest.raises(ValueError, match="number of verdict classes"):
+        policy_kwargs(cfg)
+    assert policy_kwargs(cfg, 6)["features_extractor_kwargs"]["evidence_classes"] == 6
+    assert "evidence_classes" not in policy_kwargs(TrainConfig(), 6)["features_extractor_kwargs"]

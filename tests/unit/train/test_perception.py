@@ -99,3 +99,41 @@ def test_a_frozen_glimpse_cnn_is_left_alone_by_cloning_and_ppo_and_the_rest_stil
     assert freeze_glimpse_cnn(model, frozen=False) == n
     model.learn(64, reset_num_timesteps=False)
     assert any(not p.equal(q) for p, q in zip(cnn.parameters(), cnn_before))
+
+
+def test_the_evidence_head_is_the_one_pretrained_and_is_frozen_with_the_cnn():
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from inspector.rrm.buffer import RRMRolloutBuffer
+    from inspector.train.hybrid import HybridPPO
+    from inspector.train.network import InspectorExtractor
+    from inspector.train.perception import evidence_head, freeze_glimpse_cnn
+
+    prof = tiny_profile()
+    kw = {"channels": 4, "features_dim": 16, "evidence_classes": len(prof.classes)}
+    model = HybridPPO(
+        "MultiInputPolicy",
+        DummyVecEnv([_make(prof)]),
+        policy_kwargs={"features_extractor_class": InspectorExtractor,
+                       "features_extractor_kwargs": kw, "net_arch": [16],
+                       "normalize_images": False},
+        rollout_buffer_class=RRMRolloutBuffer,
+        rollout_buffer_kwargs={"rrm": prof.rrm},
+        n_steps=16, device="cpu", seed=0,
+    )  # fmt: skip
+    head = evidence_head(model)
+    assert head is not None and head.out_features == len(prof.classes)
+    before = [p.detach().clone() for p in head.parameters()]
+    perception_pretrain(model, _make(prof), 64, epochs=1)
+    assert any(not p.equal(q) for p, q in zip(head.parameters(), before))
+    n_cnn = sum(p.numel() for p in glimpse_encoder(model).parameters())
+    n_head = sum(p.numel() for p in head.parameters())
+    assert freeze_glimpse_cnn(model) == n_cnn + n_head
+    assert not any(p.requires_grad for p in head.parameters())
+    # A head of the wrong shape is refused, not silently replaced.
+    g = prof.scan.glimpse
+    data = {"glimpse": np.zeros((4, g, g), np.uint8), "label": np.zeros(4, np.int64)}
+    with pytest.raises(ValueError, match="head maps"):
+        pretrain_glimpse_cnn(glimpse_encoder(model), data, 5, head=head)
+    # Without the switch there is no evidence head.
+    assert evidence_head(tiny_model(prof, seed=0)) is None
