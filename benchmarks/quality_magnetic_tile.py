@@ -66,6 +66,9 @@ MIN_OVERLAP = 4
 JITTER = 16
 GOALS = {"defect_recall": 0.95, "false_alarm_rate": 0.05, "balanced_accuracy": 0.85}
 GOAL_PIXELS = 0.25
+#: Verdict cross-entropy weight of the teacher's stop steps with --agent-balanced-verdict
+#: (the value learning_efficiency.py uses).
+BALANCED_STOP_WEIGHT = 8.0
 
 
 # -- data -----------------------------------------------------------------------------
@@ -704,7 +707,8 @@ def report(
             " crops labelled from the train masks), a frozen glimpse CNN `--agent-freeze`"
             " (perception_freeze), more remembered glimpses `--agent-memory N` (the profile's"
             " scan.memory, 4 in magnetic_tile.yaml), the per-glimpse evidence head"
-            " `--agent-evidence` (TrainConfig.glimpse_evidence); `--methods agent` with those flags"
+            " `--agent-evidence` (TrainConfig.glimpse_evidence), the class-balanced verdict"
+            " loss `--agent-balanced-verdict`; `--methods agent` with those flags"
             " re-creates one row."
         )
     tiling, full = results.get("tiling"), results.get("fullframe")
@@ -779,7 +783,11 @@ def report(
 
 
 def agent_tag(
-    perception: int = 0, freeze: bool = False, memory: int = 0, evidence: bool = False
+    perception: int = 0,
+    freeze: bool = False,
+    memory: int = 0,
+    evidence: bool = False,
+    balanced: bool = False,
 ) -> str:
     """The results key suffix of an agent variant (``""``: TrainConfig defaults)."""
     return (
@@ -787,6 +795,7 @@ def agent_tag(
         + ("_frz" if freeze and perception else "")
         + (f"_m{memory}" if memory else "")
         + ("_ev" if evidence else "")
+        + ("_bal" if balanced else "")
     )
 
 
@@ -817,6 +826,8 @@ def agent_name(key: str) -> str:
             words.append("glimpse CNN frozen")
         elif tok == "ev":
             words.append("per-glimpse evidence head")
+        elif tok == "bal":
+            words.append(f"balanced verdict loss (stop weight {BALANCED_STOP_WEIGHT:g})")
         elif tok.startswith("m") and tok[1:].isdigit():
             words.append(f"{int(tok[1:])} remembered glimpses")
         else:
@@ -868,6 +879,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the agent's per-glimpse evidence head (TrainConfig.glimpse_evidence;"
         " pretrained with --agent-perception)",
     )
+    ap.add_argument(
+        "--agent-balanced-verdict",
+        action="store_true",
+        help="class-balanced verdict cross-entropy, stop steps weighted"
+        f" {BALANCED_STOP_WEIGHT:g} (TrainConfig.verdict_balance / verdict_stop_weight)",
+    )
     args = ap.parse_args(argv)
     if args.agent_memory < 0:
         ap.error(f"--agent-memory must not be negative, got {args.agent_memory}")
@@ -909,7 +926,11 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict[str, dict] = {}
     tag = agent_tag(
-        args.agent_perception, args.agent_freeze, args.agent_memory, args.agent_evidence
+        args.agent_perception,
+        args.agent_freeze,
+        args.agent_memory,
+        args.agent_evidence,
+        args.agent_balanced_verdict,
     )
     suffix = f"_s{args.seed}_{budget_s:.0f}s"
     for meth in METHODS:
@@ -931,6 +952,11 @@ def main(argv: list[str] | None = None) -> int:
                 perception_samples=args.agent_perception,
                 perception_freeze=args.agent_freeze,
                 glimpse_evidence=args.agent_evidence,
+                **(
+                    {"verdict_balance": True, "verdict_stop_weight": BALANCED_STOP_WEIGHT}
+                    if args.agent_balanced_verdict
+                    else {}
+                ),
             )
             prof_path = (
                 variant_profile(args.agent_memory, run_dir / "profile_variant.yaml")

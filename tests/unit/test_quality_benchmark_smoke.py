@@ -124,8 +124,9 @@ def test_agent_chunks_resume_and_report(magnetic_tile, tmp_path):
     from inspector.profile import load_profile
 
     assert load_profile(str(tmp_path / "best" / "profile.yaml")).scan.memory == 3
-    assert q.agent_name("agent" + q.agent_tag(8000, True, 8, True)).endswith(
-        "crops, glimpse CNN frozen, 8 remembered glimpses, per-glimpse evidence head)"
+    assert q.agent_name("agent" + q.agent_tag(8000, True, 8, True, True)).endswith(
+        "crops, glimpse CNN frozen, 8 remembered glimpses, per-glimpse evidence head,"
+        " balanced verdict loss (stop weight 8))"
     )
     assert r["test"]["episodes"] == 3
     assert (tmp_path / "best" / "model.zip").is_file()
