@@ -37,6 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks._report import table, write_section  # noqa: E402
+from inspector.commands._args import non_negative_int  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "learning_efficiency"
 CAMERA = {"size": 128, "invisible_at": 32, "point_size": (1, 1)}
@@ -573,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--perception",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="arm (e) first pretrains its glimpse CNN on this many mask-labelled native"
         " crops (TrainConfig.perception_samples; counted as env steps; at most budget/4)",
@@ -597,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--memory",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="glimpses the observation remembers, every arm (scan.memory; default: the"
         " profile's 4)",
@@ -612,10 +613,6 @@ def main(argv: list[str] | None = None) -> int:
         "--report-only", action="store_true", help="write the table from the saved runs only"
     )
     args = ap.parse_args(argv)
-    if args.perception < 0:
-        ap.error(f"--perception must not be negative, got {args.perception}")
-    if args.memory < 0:
-        ap.error(f"--memory must not be negative, got {args.memory}")
     if args.freeze_perception and not args.perception:
         ap.error("--freeze-perception needs --perception N (there is nothing pretrained to keep)")
     weights = None

@@ -54,6 +54,10 @@ if str(ROOT) not in sys.path:
 
 from benchmarks._report import table, write_section  # noqa: E402
 
+# --agent-balanced-verdict weighs the teacher's stop steps as learning_efficiency does.
+from benchmarks.learning_efficiency import BALANCED_STOP_WEIGHT  # noqa: E402
+from inspector.commands._args import non_negative_int  # noqa: E402
+
 PROFILE = str(ROOT / "reward_profiles" / "magnetic_tile.yaml")
 RESULTS = ROOT / "benchmarks" / "results" / "quality_magnetic_tile"
 RUNS = ROOT / "runs" / "quality_magnetic_tile"
@@ -66,9 +70,6 @@ MIN_OVERLAP = 4
 JITTER = 16
 GOALS = {"defect_recall": 0.95, "false_alarm_rate": 0.05, "balanced_accuracy": 0.85}
 GOAL_PIXELS = 0.25
-#: Verdict cross-entropy weight of the teacher's stop steps with --agent-balanced-verdict
-#: (the value learning_efficiency.py uses).
-BALANCED_STOP_WEIGHT = 8.0
 
 
 # -- data -----------------------------------------------------------------------------
@@ -857,7 +858,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks.md")
     ap.add_argument(
         "--agent-perception",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="the agent first pretrains its glimpse CNN on this many mask-labelled native"
         " crops of the train split (TrainConfig.perception_samples; inside its budget)",
@@ -869,7 +870,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--agent-memory",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="glimpses the agent's observation remembers (the profile's scan.memory, default 4)",
     )
@@ -886,10 +887,6 @@ def main(argv: list[str] | None = None) -> int:
         f" {BALANCED_STOP_WEIGHT:g} (TrainConfig.verdict_balance / verdict_stop_weight)",
     )
     args = ap.parse_args(argv)
-    if args.agent_memory < 0:
-        ap.error(f"--agent-memory must not be negative, got {args.agent_memory}")
-    if args.agent_perception < 0:
-        ap.error(f"--agent-perception must not be negative, got {args.agent_perception}")
     if args.agent_freeze and not args.agent_perception:
         ap.error("--agent-freeze needs --agent-perception N (there is nothing pretrained to keep)")
     import torch

@@ -93,9 +93,14 @@ def glimpse_samples(make_env: Callable[[], Any], n: int, seed: int = 0) -> dict[
     return {"glimpse": np.stack(xs[:n]), "label": np.asarray(ys[:n], dtype=np.int64)}
 
 
+def _extractor(model: Any) -> nn.Module:
+    """The policy's features extractor (the actor's, when actor and critic have their own)."""
+    return getattr(model.policy, "pi_features_extractor", None) or model.policy.features_extractor
+
+
 def glimpse_encoder(model: Any) -> nn.Module:
     """The policy's glimpse CNN (:class:`~inspector.train.network.InspectorExtractor`)."""
-    ext = getattr(model.policy, "pi_features_extractor", None) or model.policy.features_extractor
+    ext = _extractor(model)
     cnn = getattr(ext, "glimpse_cnn", None)
     if cnn is None:
         raise TypeError(f"{type(ext).__name__} has no glimpse CNN to pretrain")
@@ -104,8 +109,7 @@ def glimpse_encoder(model: Any) -> nn.Module:
 
 def evidence_head(model: Any) -> nn.Linear | None:
     """The extractor's per-glimpse evidence head (``TrainConfig.glimpse_evidence``), or None."""
-    ext = getattr(model.policy, "pi_features_extractor", None) or model.policy.features_extractor
-    return getattr(ext, "evidence", None)
+    return getattr(_extractor(model), "evidence", None)
 
 
 def freeze_glimpse_cnn(model: Any, frozen: bool = True) -> int:
