@@ -708,8 +708,11 @@ def report(
             " crops labelled from the train masks), a frozen glimpse CNN `--agent-freeze`"
             " (perception_freeze), more remembered glimpses `--agent-memory N` (the profile's"
             " scan.memory, 4 in magnetic_tile.yaml), the per-glimpse evidence head"
-            " `--agent-evidence` (TrainConfig.glimpse_evidence), the class-balanced verdict"
-            " loss `--agent-balanced-verdict`; `--methods agent` with those flags"
+            " `--agent-evidence` (TrainConfig.glimpse_evidence), evidence on the overview"
+            " `--agent-overview-evidence` (TrainConfig.overview_evidence), perception crops from"
+            " every zoom level `--agent-all-levels` (TrainConfig.perception_levels: all), the"
+            " class-balanced verdict loss `--agent-balanced-verdict`; `--methods agent` with"
+            " those flags"
             " re-creates one row."
         )
     tiling, full = results.get("tiling"), results.get("fullframe")
@@ -762,7 +765,9 @@ def report(
         pp = agent_cfg.get("perception_samples", 0)
         if pp:
             frozen = ", then frozen" if agent_cfg.get("perception_freeze") else ""
-            bc_note = f" after perception pretraining on {pp:,} native crops{frozen} and" + (
+            native = agent_cfg.get("perception_levels", "native") == "native"
+            where = "native" if native else "zoom-level"
+            bc_note = f" after perception pretraining on {pp:,} {where} crops{frozen} and" + (
                 bc_note.removeprefix(" after") or " no cloning"
             )
         goal_lines += [
@@ -789,13 +794,17 @@ def agent_tag(
     memory: int = 0,
     evidence: bool = False,
     balanced: bool = False,
+    all_levels: bool = False,
+    overview_evidence: bool = False,
 ) -> str:
     """The results key suffix of an agent variant (``""``: TrainConfig defaults)."""
     return (
         (f"_pp{perception}" if perception else "")
+        + ("_ms" if all_levels and perception else "")
         + ("_frz" if freeze and perception else "")
         + (f"_m{memory}" if memory else "")
         + ("_ev" if evidence else "")
+        + ("_ov" if overview_evidence else "")
         + ("_bal" if balanced else "")
     )
 
@@ -825,8 +834,12 @@ def agent_name(key: str) -> str:
             words.append(f"perception pretraining on {int(tok[2:]):,} crops")
         elif tok == "frz":
             words.append("glimpse CNN frozen")
+        elif tok == "ms":
+            words.append("crops from every zoom level")
         elif tok == "ev":
             words.append("per-glimpse evidence head")
+        elif tok == "ov":
+            words.append("evidence on the overview")
         elif tok == "bal":
             words.append(f"balanced verdict loss (stop weight {BALANCED_STOP_WEIGHT:g})")
         elif tok.startswith("m") and tok[1:].isdigit():
@@ -886,7 +899,23 @@ def main(argv: list[str] | None = None) -> int:
         help="class-balanced verdict cross-entropy, stop steps weighted"
         f" {BALANCED_STOP_WEIGHT:g} (TrainConfig.verdict_balance / verdict_stop_weight)",
     )
+    ap.add_argument(
+        "--agent-all-levels",
+        action="store_true",
+        help="perception crops from every zoom level, not only native"
+        " (TrainConfig.perception_levels: all; needs --agent-perception)",
+    )
+    ap.add_argument(
+        "--agent-overview-evidence",
+        action="store_true",
+        help="the evidence head judges the overview too (TrainConfig.overview_evidence;"
+        " needs --agent-evidence)",
+    )
     args = ap.parse_args(argv)
+    if args.agent_all_levels and not args.agent_perception:
+        ap.error("--agent-all-levels needs --agent-perception N (it chooses the crops' levels)")
+    if args.agent_overview_evidence and not args.agent_evidence:
+        ap.error("--agent-overview-evidence needs --agent-evidence (the head it reuses)")
     if args.agent_freeze and not args.agent_perception:
         ap.error("--agent-freeze needs --agent-perception N (there is nothing pretrained to keep)")
     import torch
@@ -928,6 +957,8 @@ def main(argv: list[str] | None = None) -> int:
         args.agent_memory,
         args.agent_evidence,
         args.agent_balanced_verdict,
+        args.agent_all_levels,
+        args.agent_overview_evidence,
     )
     suffix = f"_s{args.seed}_{budget_s:.0f}s"
     for meth in METHODS:
@@ -949,6 +980,8 @@ def main(argv: list[str] | None = None) -> int:
                 perception_samples=args.agent_perception,
                 perception_freeze=args.agent_freeze,
                 glimpse_evidence=args.agent_evidence,
+                overview_evidence=args.agent_overview_evidence,
+                perception_levels="all" if args.agent_all_levels else "native",
                 **(
                     {"verdict_balance": True, "verdict_stop_weight": BALANCED_STOP_WEIGHT}
                     if args.agent_balanced_verdict

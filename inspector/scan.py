@@ -178,6 +178,25 @@ class Scanner:
                 self._look()
         return self.observation(), moved, revisit
 
+    def look_at(self, level: int, cx: float, cy: float) -> np.ndarray:
+        """Jump the viewport to ``level`` centred at (cx, cy) and take that glimpse.
+
+        Not an action: for collecting training crops (perception pretraining), which are
+        then exactly the glimpses the policy gets at that viewport (same clamping to the
+        frame, same resampling). The glimpse enters the memory like any other; no step
+        is counted.
+
+        :param level: zoom level (clamped to 0 .. zoom_levels - 1).
+        :param cx: centre x, normalised 0..1 (the viewport is then kept inside the frame).
+        :param cy: centre y, likewise.
+        :returns: a copy of the glimpse (G, G) uint8; :attr:`rect` holds its frame rectangle.
+        """
+        self.level = min(max(0, int(level)), self.levels - 1)
+        self.cx, self.cy = float(cx), float(cy)
+        self._place()
+        self._look()
+        return self._glimpses[0].copy()
+
     def _key(self) -> tuple[int, int, int]:
         return (self.level, self.rect[0], self.rect[1])
 

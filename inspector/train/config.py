@@ -56,6 +56,11 @@ class TrainConfig:
         masks, to pretrain the glimpse CNN on before cloning and PPO (see
         ``inspector.train.perception``; 0 = off). They count as training steps.
     :param perception_epochs: epochs of that pretraining.
+    :param perception_levels: zoom levels those crops come from: ``native`` (the deepest
+        level only) or ``all`` (each crop at a random level, exactly the glimpse the
+        scanner takes there; a defect crop is kept where the defect shows). ``all``
+        teaches the per-glimpse detector the defects that show best at low zoom (large,
+        low-contrast ones) and lets it judge every glimpse of a search.
     :param perception_freeze: keep the glimpse CNN fixed after perception pretraining (or
         as ``--init-from`` gave it): behaviour cloning and PPO train the rest of the
         network on its features and cannot wear the pretrained detector down.
@@ -63,6 +68,11 @@ class TrainConfig:
         over the remembered glimpses joins the features (see
         ``inspector.train.network.InspectorExtractor``); perception pretraining trains it
         (instead of a throw-away head) and ``perception_freeze`` freezes it with the CNN.
+    :param overview_evidence: with ``glimpse_evidence``, the evidence head also judges the
+        overview (the whole frame, through the glimpse CNN) and its class probabilities
+        join the features on every step; the remembered glimpses forget the whole-frame
+        view a few steps into a search, the overview never does. Needs the profile's
+        ``scan.overview`` equal to ``scan.glimpse``.
     :param critic_warmup: env steps at the start of PPO during which only the value
         function learns (after cloning it is untrained; see ``HybridPPO``); 0 = off.
     :param verdict_balance: class-balanced verdict cross-entropy, in behaviour cloning
@@ -107,8 +117,10 @@ class TrainConfig:
     bc_lr: float = 1e-3
     perception_samples: int = 0
     perception_epochs: int = 12
+    perception_levels: str = "native"
     perception_freeze: bool = False
     glimpse_evidence: bool = False
+    overview_evidence: bool = False
     critic_warmup: int = 0
     verdict_balance: bool = False
     verdict_stop_weight: float = 1.0
@@ -128,6 +140,12 @@ class TrainConfig:
         for name in ("bc_samples", "perception_samples", "critic_warmup"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.perception_levels not in ("native", "all"):
+            raise ValueError(
+                f"perception_levels must be 'native' or 'all', got {self.perception_levels!r}"
+            )
+        if self.overview_evidence and not self.glimpse_evidence:
+            raise ValueError("overview_evidence needs glimpse_evidence (the head it reuses)")
         if self.verdict_stop_weight <= 0:
             raise ValueError(
                 f"verdict_stop_weight must be positive, got {self.verdict_stop_weight}"

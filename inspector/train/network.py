@@ -85,6 +85,9 @@ class InspectorExtractor(BaseFeaturesExtractor):
         the overview CNN stays the fast one.
     :param evidence_classes: number of verdict classes of the per-glimpse evidence head
         (0: none).
+    :param overview_evidence: the evidence head judges the overview too (through the
+        glimpse CNN), and those class probabilities are features of their own on every
+        step; needs ``evidence_classes`` and an overview the glimpses' size.
     """
 
     def __init__(
@@ -94,10 +97,21 @@ class InspectorExtractor(BaseFeaturesExtractor):
         features_dim: int = 128,
         fine: bool = False,
         evidence_classes: int = 0,
+        overview_evidence: bool = False,
     ) -> None:
         super().__init__(observation_space, features_dim)
         if evidence_classes < 0:
             raise ValueError(f"evidence_classes must not be negative, got {evidence_classes}")
+        if overview_evidence and not evidence_classes:
+            raise ValueError("overview_evidence needs evidence_classes (the head it reuses)")
+        g_shape = observation_space["glimpse"].shape[1:]
+        o_shape = observation_space["overview"].shape[1:]
+        if overview_evidence and g_shape != o_shape:
+            raise ValueError(
+                f"overview_evidence needs the overview the glimpses' size: overview"
+                f" {o_shape[0]}x{o_shape[1]}, glimpse {g_shape[0]}x{g_shape[1]}"
+            )
+        self.overview_evidence = bool(overview_evidence)
         self.memory = observation_space["glimpse"].shape[0]
         state_dim = observation_space["state"].shape[0]
         self.glimpse_cnn = GlimpseCNN(channels, fine=fine)
@@ -106,7 +120,8 @@ class InspectorExtractor(BaseFeaturesExtractor):
         self.evidence = (
             nn.Linear(self.glimpse_cnn.out_dim, evidence_classes) if evidence_classes else None
         )
-        total = 2 * self.glimpse_cnn.out_dim + self.overview_cnn.out_dim + 64 + evidence_classes
+        n_ev = evidence_classes * (2 if overview_evidence else 1)
+        total = 2 * self.glimpse_cnn.out_dim + self.overview_cnn.out_dim + 64 + n_ev
         self.head = nn.Sequential(nn.Linear(total, features_dim), nn.ReLU())
 
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -125,4 +140,7 @@ class InspectorExtractor(BaseFeaturesExtractor):
             # Empty slots count as 0 (no evidence); the current glimpse always counts.
             ev = torch.maximum((prob * filled).amax(dim=1), prob[:, 0])
             parts.append(ev)
+            if self.overview_evidence:
+                ov_feats = self.glimpse_cnn(standardise(obs["overview"].float()))
+                parts.append(torch.softmax(self.evidence(ov_feats), dim=-1))
         return self.head(torch.cat(parts, dim=1))

@@ -39,27 +39,53 @@ from inspector.train.losses import balanced_class_weights, verdict_cross_entropy
 log = logging.getLogger(__name__)
 
 
-def glimpse_samples(make_env: Callable[[], Any], n: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """``n`` native glimpse crops with their class: defect crops and clean ``ok`` crops.
+#: ``TrainConfig.perception_levels`` values: the zoom levels pretraining crops come from.
+PERCEPTION_LEVELS = ("native", "all")
+
+
+def glimpse_samples(
+    make_env: Callable[[], Any], n: int, seed: int = 0, levels: str = "native"
+) -> dict[str, np.ndarray]:
+    """``n`` glimpse crops with their class: defect crops and clean ``ok`` crops.
 
     Every part with a defect mask gives one crop around a random mask pixel (at a random
     offset inside the crop) labelled with its class, and one crop that holds no mask
     pixel labelled ok (when one is found in 20 tries); an ok part gives one random crop.
 
+    With ``levels="all"`` each part first draws a zoom level, and its crops are the
+    glimpses the scanner takes at that level (the crop resampled to the glimpse size,
+    the whole frame at level 0). A defect crop below native resolution is kept only when
+    the defect shows in it by the scripted teacher's rule
+    (:func:`~inspector.train.teacher.defect_visible`: local contrast or a few whole
+    glimpse pixels of cover); otherwise it is ambiguous and dropped. Large defects (an
+    uneven band, a frayed region) are then learnt where they show best, at low zoom,
+    and a per-glimpse detector can judge every glimpse of a search, not only the native
+    ones.
+
     :param make_env: builds an :class:`~inspector.env.InspectionEnv` (its camera, profile
         and class indices are used; its rewards are not).
     :param n: number of crops (each one counts as one glimpse, i.e. one env step).
-    :returns: ``glimpse`` uint8 [n, G, G], ``label`` int64 [n].
+    :param levels: ``native`` (the deepest zoom level only) or ``all``.
+    :returns: ``glimpse`` uint8 [n, G, G], ``label`` int64 [n], ``level`` int64 [n].
     """
+    from inspector.scan import Scanner
+    from inspector.train.teacher import defect_visible
+
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
+    if levels not in PERCEPTION_LEVELS:
+        raise ValueError(f"levels must be one of {', '.join(PERCEPTION_LEVELS)}, got {levels!r}")
     env = make_env()
     try:
         g = int(env.profile.scan.glimpse)
         ok = int(env.class_index[env.profile.ok_class])
+        sc = Scanner(env.profile.scan, env.profile.step_budget)
+        native = sc.levels - 1
+        choices = [native] if levels == "native" else list(range(sc.levels))
         rng = np.random.default_rng(seed)
         xs: list[np.ndarray] = []
         ys: list[int] = []
+        ls: list[int] = []
         parts = 0
         while len(xs) < n:
             _, info = env.reset(seed=seed * 1_000_003 + parts)
@@ -73,24 +99,45 @@ def glimpse_samples(make_env: Callable[[], Any], n: int, seed: int = 0) -> dict[
             if h < g or w < g:
                 raise ValueError(f"frame {frame.part_id} is {w}x{h}, smaller than the glimpse {g}")
             mask = frame.truth.defect_mask(frame.shape) if frame.truth is not None else None
+            sc.reset(img)
+            # One level per part; no draw with one choice (native crops stay as they were).
+            lvl = choices[0] if len(choices) == 1 else choices[int(rng.integers(len(choices)))]
+            cw, ch = sc.crop_size(lvl)
+
             if label != ok:
                 if mask is None or not mask.any():
                     continue  # a defect without a mask: nothing says where to crop
                 ys_px, xs_px = np.nonzero(mask)
                 k = int(rng.integers(len(ys_px)))
-                x0 = int(np.clip(xs_px[k] - rng.integers(0, g), 0, w - g))
-                y0 = int(np.clip(ys_px[k] - rng.integers(0, g), 0, h - g))
-                xs.append(img[y0 : y0 + g, x0 : x0 + g].copy())
-                ys.append(label)
+                x0 = int(np.clip(xs_px[k] - rng.integers(0, cw), 0, w - cw))
+                y0 = int(np.clip(ys_px[k] - rng.integers(0, ch), 0, h - ch))
+                crop = _look_at(sc, lvl, x0, y0)
+                rx0, ry0, rx1, ry1 = sc.rect
+                if defect_visible(crop, mask[ry0:ry1, rx0:rx1], lvl == native):
+                    xs.append(crop)
+                    ys.append(label)
+                    ls.append(lvl)
             for _ in range(20 if label != ok else 1):
-                x0, y0 = int(rng.integers(0, w - g + 1)), int(rng.integers(0, h - g + 1))
-                if mask is None or not mask[y0 : y0 + g, x0 : x0 + g].any():
-                    xs.append(img[y0 : y0 + g, x0 : x0 + g].copy())
+                x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+                if mask is None or not mask[y0 : y0 + ch, x0 : x0 + cw].any():
+                    xs.append(_look_at(sc, lvl, x0, y0))
                     ys.append(ok)
+                    ls.append(lvl)
                     break
     finally:
         env.close()
-    return {"glimpse": np.stack(xs[:n]), "label": np.asarray(ys[:n], dtype=np.int64)}
+    return {
+        "glimpse": np.stack(xs[:n]),
+        "label": np.asarray(ys[:n], dtype=np.int64),
+        "level": np.asarray(ls[:n], dtype=np.int64),
+    }
+
+
+def _look_at(sc: Any, level: int, x0: int, y0: int) -> np.ndarray:
+    """The scanner's glimpse of the ``level`` viewport whose top-left corner is (x0, y0)."""
+    h, w = sc.image.shape[:2]
+    cw, ch = sc.crop_size(level)
+    return sc.look_at(level, (x0 + cw / 2) / w, (y0 + ch / 2) / h)
 
 
 def _extractor(model: Any) -> nn.Module:
@@ -146,14 +193,19 @@ def pretrain_glimpse_cnn(
     held_out: float = 0.1,
     seed: int = 0,
     head: nn.Linear | None = None,
+    flip: bool = False,
 ) -> dict[str, float]:
     """Train ``cnn`` (in place) on the crops with a linear head; class-balanced loss.
 
     :param head: the linear head to train with it (kept, e.g. the extractor's evidence
         head); None: a throw-away one.
+    :param flip: flip each batch left-right and/or upside-down at random (seeded): the
+        whole-frame crops of ``levels="all"`` repeat the same few hundred defect frames.
 
     :returns: ``perception/accuracy`` and ``perception/recall_<class index>`` on the
-        held-out share (the last ``held_out`` of a seeded permutation), and the loss.
+        held-out share (the last ``held_out`` of a seeded permutation), the held-out
+        accuracy per zoom level (``perception/accuracy_level<l>``) when ``data`` has a
+        ``level`` array with more than one level, and the loss.
     """
     from inspector.train.network import standardise
 
@@ -184,7 +236,12 @@ def pretrain_glimpse_cnn(
         losses = []
         for s in range(0, len(order), batch):
             b = order[s : s + batch]
-            loss = verdict_cross_entropy(head(cnn(standardise(x[b]))), y[b], weights)
+            xb = x[b]
+            if flip:
+                k = int(th.randint(4, (1,), generator=gen))
+                xb = xb.flip(-1) if k & 1 else xb
+                xb = xb.flip(-2) if k & 2 else xb
+            loss = verdict_cross_entropy(head(cnn(standardise(xb))), y[b], weights)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -200,18 +257,31 @@ def pretrain_glimpse_cnn(
             sel = y[test] == c
             if bool(sel.any()):
                 stats[f"perception/recall_{c}"] = float((pred[sel] == c).float().mean())
+        lv = th.as_tensor(data["level"])[test] if "level" in data else None
+        if lv is not None and len(th.unique(lv)) > 1:
+            for lvl in th.unique(lv).tolist():
+                sel = lv == lvl
+                stats[f"perception/accuracy_level{lvl}"] = float(
+                    (pred[sel] == y[test][sel]).float().mean()
+                )
     log.info("perception pretraining: %s", stats)
     return stats
 
 
 def perception_pretrain(
-    model: Any, make_env: Callable[[], Any], n: int, epochs: int = 12, seed: int = 0
+    model: Any,
+    make_env: Callable[[], Any],
+    n: int,
+    epochs: int = 12,
+    seed: int = 0,
+    levels: str = "native",
 ) -> dict[str, float]:
     """Collect ``n`` crops with :func:`glimpse_samples` and pretrain the model's glimpse CNN.
 
-    The model's evidence head, when it has one, is the head trained with it.
+    The model's evidence head, when it has one, is the head trained with it. Crops from
+    every zoom level (``levels="all"``) are flipped at random while training.
     """
-    data = glimpse_samples(make_env, n, seed=seed)
+    data = glimpse_samples(make_env, n, seed=seed, levels=levels)
     n_classes = int(model.policy.action_space.nvec[-1])
     stats = pretrain_glimpse_cnn(
         glimpse_encoder(model),
@@ -220,6 +290,7 @@ def perception_pretrain(
         epochs=epochs,
         seed=seed,
         head=evidence_head(model),
+        flip=levels != "native",
     )
     stats["perception/samples"] = float(len(data["label"]))
     return stats

@@ -77,6 +77,7 @@ def policy_kwargs(cfg: TrainConfig, n_classes: int | None = None) -> dict[str, A
             "features_dim": cfg.features_dim,
             **({"fine": True} if cfg.cnn_fine else {}),
             **({"evidence_classes": int(n_classes)} if cfg.glimpse_evidence else {}),
+            **({"overview_evidence": True} if cfg.overview_evidence else {}),
         },
         "net_arch": list(cfg.net_arch),
         "normalize_images": False,
@@ -244,6 +245,7 @@ def pretrain_perception(
         cfg.perception_samples,
         epochs=cfg.perception_epochs,
         seed=cfg.seed,
+        levels=cfg.perception_levels,
     )
     if cfg.perception_freeze:
         stats["perception/frozen_weights"] = float(freeze_glimpse_cnn(model))

@@ -80,12 +80,24 @@ def defect_in_sight(sc: Scanner, mask: np.ndarray | None) -> bool:
     if mask is None:
         return False
     x0, y0, x1, y1 = sc.rect
-    sub = mask[y0:y1, x0:x1]
+    return defect_visible(sc.glimpse, mask[y0:y1, x0:x1], sc.native)
+
+
+def defect_visible(glimpse: np.ndarray, sub: np.ndarray, native: bool) -> bool:
+    """Whether the defect pixels ``sub`` of a viewport show in its ``glimpse``.
+
+    The rule of :func:`defect_in_sight` for one viewport: any defect pixel at native
+    resolution; below it, local contrast or a few whole glimpse pixels of cover.
+
+    :param glimpse: the viewport's glimpse (G, G) uint8.
+    :param sub: the frame's defect mask cut to the viewport rectangle (bool).
+    :param native: the glimpse shows native pixels (no resampling).
+    """
     if not sub.any():
         return False
-    if sc.native:
+    if native:
         return True
-    g = sc.glimpse
+    g = glimpse
     cover = cv2.resize(
         sub.astype(np.float32), (g.shape[1], g.shape[0]), interpolation=cv2.INTER_AREA
     )

@@ -128,6 +128,12 @@ def test_agent_chunks_resume_and_report(magnetic_tile, tmp_path):
         "crops, glimpse CNN frozen, 8 remembered glimpses, per-glimpse evidence head,"
         " balanced verdict loss (stop weight 8))"
     )
+    tag = q.agent_tag(8000, evidence=True, all_levels=True, overview_evidence=True)
+    assert tag == "_pp8000_ms_ev_ov"
+    assert q.agent_name("agent" + tag).endswith(
+        "8,000 crops, crops from every zoom level, per-glimpse evidence head,"
+        " evidence on the overview)"
+    )
     assert r["test"]["episodes"] == 3
     assert (tmp_path / "best" / "model.zip").is_file()
     state = json.loads((tmp_path / "state.json").read_text())

@@ -110,3 +110,27 @@ def test_bgr_frames_are_converted_to_gray():
     a = Scanner(ScanSettings(), 5).reset(img)
     b = Scanner(ScanSettings(), 5).reset(bgr)
     assert np.array_equal(a["glimpse"], b["glimpse"])
+
+
+def test_look_at_takes_the_glimpse_a_policy_would_get_there():
+    s = ScanSettings(glimpse=32, overview=32, zoom_levels=3, memory=2)
+    img = frame()
+    sc = Scanner(s, budget=10)
+    sc.reset(img)
+    # Native: the exact pixels, centred where asked.
+    g = sc.look_at(2, 51 / 160, 41 / 128)
+    x0, y0, x1, y1 = sc.rect
+    assert (x0, y0, x1, y1) == (35, 25, 67, 57)
+    assert np.array_equal(g, img[25:57, 35:67]) and sc.steps == 0
+    # Past the edge: clamped inside the frame like a move would be.
+    sc.look_at(2, 1.0, 0.0)
+    assert sc.rect == (128, 0, 160, 32)
+    # Level 0 is the whole frame, the overview; the level is clamped to the zoom levels.
+    assert np.array_equal(sc.look_at(-3, 0.2, 0.9), sc.observation()["overview"][0])
+    # The same viewport reached by actions gives the same glimpse.
+    sc2 = Scanner(s, budget=10)
+    sc2.reset(img)
+    sc2.step(ZIN)
+    obs, _, _ = sc2.step(RIGHT)
+    sc.look_at(1, sc2.cx, sc2.cy)
+    assert sc.rect == sc2.rect and np.array_equal(sc.glimpse, obs["glimpse"][0])

@@ -78,3 +78,46 @@ def test_evidence_switch_needs_the_class_count_and_reaches_the_extractor():
         policy_kwargs(cfg)
     assert policy_kwargs(cfg, 6)["features_extractor_kwargs"]["evidence_classes"] == 6
     assert "evidence_classes" not in policy_kwargs(TrainConfig(), 6)["features_extractor_kwargs"]
+
+
+def test_overview_evidence_is_the_evidence_heads_verdict_on_the_overview():
+    import pytest
+
+    from inspector.train.network import InspectorExtractor, standardise
+
+    torch.manual_seed(0)
+    ext = InspectorExtractor(
+        _space(), channels=4, features_dim=16, evidence_classes=3, overview_evidence=True
+    )
+    captured = {}
+    ext.head.register_forward_hook(lambda m, inp, out: captured.setdefault("x", inp[0]))
+    ov = torch.rand(2, 1, 16, 16) * 255
+    obs = {"glimpse": torch.rand(2, 3, 16, 16) * 255, "overview": ov, "state": torch.zeros(2, 8)}
+    ext(obs)
+    with torch.no_grad():
+        want = torch.softmax(ext.evidence(ext.glimpse_cnn(standardise(ov))), dim=-1)
+    assert torch.allclose(captured["x"][:, -3:], want, atol=1e-6)
+    assert ext.head[0].in_features == 2 * 16 + 16 + 64 + 3 + 3
+    with pytest.raises(ValueError, match="needs evidence_classes"):
+        InspectorExtractor(_space(), channels=4, overview_evidence=True)
+    import gymnasium as gym
+    import numpy as np
+
+    space = _space()
+    space["overview"] = gym.spaces.Box(0, 255, (1, 24, 24), np.uint8)
+    with pytest.raises(ValueError, match="overview 24x24, glimpse 16x16"):
+        InspectorExtractor(space, channels=4, evidence_classes=3, overview_evidence=True)
+
+
+def test_perception_and_overview_switches_are_validated_and_reach_the_extractor():
+    import pytest
+
+    with pytest.raises(ValueError, match="overview_evidence needs glimpse_evidence"):
+        TrainConfig(overview_evidence=True).validate()
+    with pytest.raises(ValueError, match="perception_levels must be 'native' or 'all'"):
+        TrainConfig(perception_levels="some").validate()
+    cfg = TrainConfig(glimpse_evidence=True, overview_evidence=True, perception_levels="all")
+    cfg.validate()
+    assert policy_kwargs(cfg, 6)["features_extractor_kwargs"]["overview_evidence"] is True
+    kw = policy_kwargs(TrainConfig(glimpse_evidence=True), 6)["features_extractor_kwargs"]
+    assert "overview_evidence" not in kw

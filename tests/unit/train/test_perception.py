@@ -36,6 +36,45 @@ def test_crops_are_native_glimpses_and_defect_crops_hold_their_defect():
     assert np.array_equal(again["glimpse"], data["glimpse"])
 
 
+def test_crops_from_every_level_are_the_scanners_glimpses_and_show_their_defect():
+    from inspector.scan import Scanner
+    from inspector.train.teacher import defect_visible
+
+    prof = tiny_profile()
+    data = glimpse_samples(_make(prof), 150, seed=5, levels="all")
+    levels = prof.scan.zoom_levels
+    assert set(data["level"].tolist()) == set(range(levels))
+    assert data["glimpse"].shape == (150, prof.scan.glimpse, prof.scan.glimpse)
+    # Native crops stay exactly what the native mode draws: same seed, same crops.
+    native = glimpse_samples(_make(prof), 40, seed=5)
+    assert set(native["level"].tolist()) == {levels - 1}
+    assert np.array_equal(native["glimpse"], glimpse_samples(_make(prof), 40, seed=5)["glimpse"])
+    # Every whole-frame crop of a defect part is labelled so only where the defect shows:
+    # replay the parts and check each level-0 defect crop against the teacher's rule.
+    env = InspectionEnv(prof, "synthetic", CAM)
+    ok = env.class_index[prof.ok_class]
+    sc = Scanner(prof.scan, prof.step_budget)
+    zero = [i for i in range(150) if data["level"][i] == 0 and data["label"][i] != ok]
+    assert zero, "expected defect crops at level 0 (lines show at the overview)"
+    found = 0
+    for part in range(400):
+        _, info = env.reset(seed=5 * 1_000_003 + part)
+        sc.reset(env.frame.image)
+        g0 = sc.glimpse.copy()
+        for i in zero:
+            if np.array_equal(data["glimpse"][i], g0):
+                mask = env.frame.truth.defect_mask(env.frame.shape)
+                assert data["label"][i] == info["label"]
+                assert defect_visible(g0, mask, native=False)
+                found += 1
+    assert found >= len(zero)
+
+
+def test_unknown_levels_are_refused():
+    with pytest.raises(ValueError, match="levels must be one of native, all"):
+        glimpse_samples(_make(tiny_profile()), 4, levels="deep")
+
+
 def test_a_bad_sample_count_is_refused():
     with pytest.raises(ValueError, match="at least 1"):
         glimpse_samples(_make(tiny_profile()), 0)
@@ -66,6 +105,9 @@ def test_perception_pretrain_runs_on_the_env_crops():
     model = tiny_model(prof, seed=0)
     stats = perception_pretrain(model, _make(prof), 64, epochs=1)
     assert stats["perception/samples"] == 64 and 0.0 <= stats["perception/accuracy"] <= 1.0
+    # Every level: flipped batches, and the held-out accuracy per level.
+    stats = perception_pretrain(model, _make(prof), 200, epochs=1, levels="all")
+    assert any(k.startswith("perception/accuracy_level") for k in stats)
 
 
 def test_held_out_share_must_be_a_fraction():
