@@ -649,8 +649,14 @@ def report(
     classes: Sequence[str],
     ok_class: str,
     threads: int = 1,
+    by_seed: dict[str, dict[int, dict]] | None = None,
 ) -> str:
-    """The markdown section: the table, the goals, the agent's diagnosis."""
+    """The markdown section: the table, the goals, the agent's diagnosis.
+
+    :param by_seed: test metrics of every saved run of the same budget, by results key and
+        seed (:func:`results_by_seed`); methods run with more than one seed get a table of
+        their own.
+    """
     defects = [c for c in classes if c != ok_class]
     header = [
         "method",
@@ -785,7 +791,60 @@ def report(
             f"Test confusion (rows truth, columns verdict, order {', '.join(m['classes'])}):"
             f" {conf_rows}.",
         ]
-    return body + "\n".join(notes + goal_lines) + "\n"
+    seeds = seeds_table(by_seed or {}, names)
+    return body + "\n".join(notes + goal_lines) + "\n" + seeds
+
+
+def results_by_seed(out_dir: Path, budget_s: float) -> dict[str, dict[int, dict]]:
+    """The test metrics of every saved result of this budget: {results key: {seed: metrics}}."""
+    import re
+
+    pat = re.compile(rf"^(.+)_s(\d+)_{budget_s:.0f}s$")
+    out: dict[str, dict[int, dict]] = {}
+    for path in sorted(out_dir.glob(f"*_s*_{budget_s:.0f}s.json")):
+        m = pat.match(path.stem)
+        if m:
+            out.setdefault(m[1], {})[int(m[2])] = json.loads(path.read_text())["test"]
+    return out
+
+
+def seeds_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) -> str:
+    """Markdown: every method run with more than one seed, each seed's figures and the median."""
+    keys = [k for k in ordered_keys(by_seed) if len(by_seed[k]) > 1]
+    if not keys:
+        return ""
+
+    def med(runs: dict[int, dict], name: str) -> str:
+        vals = [r[name] for r in runs.values() if r[name] is not None]
+        return _f(float(np.median(vals))) if vals else "—"
+
+    rows = []
+    for k in keys:
+        runs = dict(sorted(by_seed[k].items()))
+        per = ", ".join(
+            f"{s}: {_f(r['balanced_accuracy'])} / {_f(r['defect_recall'])} /"
+            f" {_f(r['false_alarm_rate'])}"
+            for s, r in runs.items()
+        )
+        rows.append(
+            [
+                names.get(k) or agent_name(k),
+                ",".join(str(s) for s in runs),
+                per,
+                med(runs, "balanced_accuracy"),
+                med(runs, "defect_recall"),
+                med(runs, "false_alarm_rate"),
+            ]
+        )
+    header = [
+        "method (more than one seed)",
+        "seeds",
+        "per seed: balanced acc / defect recall / false alarms",
+        "median balanced acc",
+        "median defect recall",
+        "median false alarms",
+    ]
+    return "\nAcross seeds (same budget, test split):\n\n" + table(header, rows)
 
 
 def agent_tag(
@@ -1024,7 +1083,14 @@ def main(argv: list[str] | None = None) -> int:
     # Every other saved agent variant of this seed and budget goes in the table too.
     for other in sorted(out_dir.glob(f"agent*{suffix}.json")):
         results.setdefault(other.stem.removesuffix(suffix), json.loads(other.read_text()))
-    body = report(results, mode, classes, ok_class, threads=max(1, min(2, args.threads)))
+    body = report(
+        results,
+        mode,
+        classes,
+        ok_class,
+        threads=max(1, min(2, args.threads)),
+        by_seed=results_by_seed(out_dir, budget_s),
+    )
     print(body)
     have_all = all((m + tag if m == "agent" else m) in results for m in METHODS)
     if not args.no_write and have_all:

@@ -167,3 +167,27 @@ def test_report_calls_few_pixels_hollow_when_quality_is_missed():
     good = {"tiling": tiling, "agent": agent(labels, 0.11)}
     text = q.report(good, "test", CLASSES, "free")
     assert "pixels 10.00% of tiling's (met)" in text
+
+
+def test_runs_of_several_seeds_get_a_table_with_their_medians(tmp_path):
+    labels = ["free", "free", "crack", "blowhole"]
+
+    def save(key, seed, verdicts, budget=1200):
+        m = q.frame_metrics(CLASSES, "free", labels, verdicts, [0.1] * 4)
+        (tmp_path / f"{key}_s{seed}_{budget}s.json").write_text(json.dumps({"test": m}))
+
+    save("agent_pp8000_ms_ev_ov_bal", 0, labels)  # all right: 1.0 / 1.0 / 0.0
+    save("agent_pp8000_ms_ev_ov_bal", 1, ["crack", "free", "crack", "free"])
+    save("agent_pp8000_ms_ev_ov_bal", 2, ["free", "free", "crack", "crack"])
+    save("tiling", 0, labels)  # one seed: no row
+    save("agent", 0, labels, budget=150)  # another budget: not counted
+    by_seed = q.results_by_seed(tmp_path, 1200)
+    assert set(by_seed) == {"agent_pp8000_ms_ev_ov_bal", "tiling"}
+    assert sorted(by_seed["agent_pp8000_ms_ev_ov_bal"]) == [0, 1, 2]
+    text = q.seeds_table(by_seed, {})
+    rows = [r for r in text.splitlines() if r.startswith("| agent")]
+    assert len(rows) == 1 and "| 0,1,2 |" in rows[0] and "tiling" not in text
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    recalls = sorted(by_seed["agent_pp8000_ms_ev_ov_bal"][s]["defect_recall"] for s in range(3))
+    assert cells[4] == f"{recalls[1]:.3f}"  # the median of the three seeds
+    assert q.seeds_table({"tiling": by_seed["tiling"]}, {}) == ""
