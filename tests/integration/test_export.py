@@ -30,7 +30,7 @@ def tiny_run(tmp: Path, profile: str, camera: str, params: dict[str, str]) -> Pa
         "n_envs: 1\nn_steps: 64\nbatch_size: 64\nn_epochs: 1\nfinal_eval_episodes: 0\n"
         "bc_samples: 256\nbc_epochs: 2\n"
         "perception_samples: 64\nperception_epochs: 1\nperception_freeze: true\n"
-        "glimpse_evidence: true\n"
+        "perception_levels: all\nglimpse_evidence: true\noverview_evidence: true\n"
         "verdict_balance: true\nverdict_stop_weight: 4.0\n"
     )
     out = tmp / "run"
@@ -57,10 +57,11 @@ def test_the_run_pretrained_perception_and_cloned_with_the_weighted_verdict_loss
     assert perception["perception/frozen_weights"] > 0
     bc = json.loads((syn_run / "bc.json").read_text())
     assert "bc/stop_verdict_accuracy" in bc
-    # The saved model rebuilds its per-glimpse evidence head (every export test below
-    # runs through it).
+    # The saved model rebuilds its per-glimpse evidence head, on the overview too (every
+    # export test below runs through it).
     model, _, _ = load_trained(syn_run)
     assert model.policy.features_extractor.evidence.out_features == 3
+    assert model.policy.features_extractor.overview_evidence  # also judges the overview
 
 
 def test_onnx_graph_checks_and_carries_metadata(syn_run, tmp_path):
