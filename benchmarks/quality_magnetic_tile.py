@@ -844,7 +844,11 @@ def seeds_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) -> s
         "median defect recall",
         "median false alarms",
     ]
-    return "\nAcross seeds (same budget, test split):\n\n" + table(header, rows)
+    return (
+        "\nAcross seeds (same budget, test split; `--seed N` with the row's flags re-creates"
+        " each run, `--methods tiling` / `--methods fullframe` each baseline's):\n\n"
+        + table(header, rows)
+    )
 
 
 def agent_tag(
