@@ -10,6 +10,9 @@ import yaml
 
 from inspector.config import load_dataclass
 
+#: ``perception_levels`` values: the zoom levels perception pretraining crops come from.
+PERCEPTION_LEVELS = ("native", "all")
+
 
 @dataclass
 class TrainConfig:
@@ -140,7 +143,7 @@ class TrainConfig:
         for name in ("bc_samples", "perception_samples", "critic_warmup"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
-        if self.perception_levels not in ("native", "all"):
+        if self.perception_levels not in PERCEPTION_LEVELS:
             raise ValueError(
                 f"perception_levels must be 'native' or 'all', got {self.perception_levels!r}"
             )

@@ -39,13 +39,10 @@ import torch as th
 from torch import nn
 
 from inspector.scan import to_gray
+from inspector.train.config import PERCEPTION_LEVELS
 from inspector.train.losses import balanced_class_weights, verdict_cross_entropy
 
 log = logging.getLogger(__name__)
-
-
-#: ``TrainConfig.perception_levels`` values: the zoom levels pretraining crops come from.
-PERCEPTION_LEVELS = ("native", "all")
 
 
 def glimpse_samples(
@@ -263,8 +260,9 @@ def pretrain_glimpse_cnn(
             if bool(sel.any()):
                 stats[f"perception/recall_{c}"] = float((pred[sel] == c).float().mean())
         lv = th.as_tensor(data["level"])[test] if "level" in data else None
-        if lv is not None and len(th.unique(lv)) > 1:
-            for lvl in th.unique(lv).tolist():
+        seen = th.unique(lv).tolist() if lv is not None else []
+        if len(seen) > 1:
+            for lvl in seen:
                 sel = lv == lvl
                 stats[f"perception/accuracy_level{lvl}"] = float(
                     (pred[sel] == y[test][sel]).float().mean()
