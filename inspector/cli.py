@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "camera",
     "profile",
     "train",
+    "calibrate",
     "export",
     "run",
     "footage",

@@ -32,12 +32,13 @@ def export_onnx(model_path: str | Path, out: str | Path) -> Path:
     """
     import torch
 
+    from inspector.runtime.operating_point import read_ok_bias
     from inspector.runtime.torch_backend import PolicyGraph, load_trained, meta_for_model
     from inspector.scan import observation_shapes
 
     onnx = _onnx()
     model, profile, sha = load_trained(model_path)
-    meta = meta_for_model(model, profile, sha)
+    meta = meta_for_model(model, profile, sha, read_ok_bias(model_path, sha))
     graph = PolicyGraph(model.policy, len(meta.actions))
     shapes = observation_shapes(profile.scan)
     dummy = tuple(torch.zeros((2, *shapes[k]), dtype=torch.float32) for k in INPUT_NAMES)
@@ -165,11 +166,13 @@ def export_report(
     parts and the change in accuracy is reported.
     """
     from inspector.runtime.onnx_backend import OrtPolicy
+    from inspector.runtime.operating_point import read_ok_bias
     from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
 
     fp32_path = export_onnx(model_path, out if not int8 else out.with_suffix(".fp32.onnx"))
     model, profile, sha = load_trained(model_path)
-    torch_policy = TorchPolicy(model, meta_for_model(model, profile, sha))
+    bias = read_ok_bias(model_path, sha)
+    torch_policy = TorchPolicy(model, meta_for_model(model, profile, sha, bias))
     ort_fp32 = OrtPolicy(fp32_path)
     obs = record_observations(torch_policy, camera, params, n_obs)
     report: dict[str, Any] = {

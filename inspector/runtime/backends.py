@@ -21,10 +21,11 @@ def load_policy(path: str | Path, *, allow_torch: bool = False, threads: int = 1
     suffix = p.suffix.lower()
     if p.is_dir() or suffix in REFUSED:
         if allow_torch:
+            from inspector.runtime.operating_point import read_ok_bias
             from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
 
             model, profile, sha = load_trained(p)
-            return TorchPolicy(model, meta_for_model(model, profile, sha))
+            return TorchPolicy(model, meta_for_model(model, profile, sha, read_ok_bias(p, sha)))
         raise ModelError(
             f"{p}: stations run exported graphs, not trained {suffix or 'run'} models; "
             f"export first: inspector export {p} --out model.onnx"

@@ -13,7 +13,8 @@ ONNX graph contract (also used to build TensorRT engines):
 * metadata_props (JSON strings): ``inspector.classes``, ``inspector.actions``,
   ``inspector.scan``, ``inspector.state_size``, ``inspector.outcome_matrix``,
   ``inspector.profile_name``, ``inspector.profile_sha256``, ``inspector.model_sha256``,
-  ``inspector.exporter_version``, ``inspector.step_budget``.
+  ``inspector.exporter_version``, ``inspector.step_budget`` and, where the model was
+  calibrated (:mod:`inspector.runtime.operating_point`), ``inspector.ok_bias``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class ModelMeta:
     :param model_sha256: sha256 of the source model file.
     :param step_budget: the profile's step budget.
     :param exporter_version: inspector version that exported it.
+    :param ok_bias: the calibrated operating point: log-odds added to the ok class (the
+        first) before the verdict (0: the probabilities as trained).
     """
 
     classes: tuple[str, ...]
@@ -60,6 +63,7 @@ class ModelMeta:
     step_budget: int = 0
     exporter_version: str = ""
     extra: Mapping[str, str] = field(default_factory=dict)
+    ok_bias: float = 0.0
 
     def to_props(self) -> dict[str, str]:
         """metadata_props for an ONNX model (all values JSON)."""
@@ -75,6 +79,8 @@ class ModelMeta:
             "step_budget": int(self.step_budget),
             "exporter_version": self.exporter_version,
         }
+        if self.ok_bias:
+            d["ok_bias"] = float(self.ok_bias)
         return {META_PREFIX + k: json.dumps(v) for k, v in d.items()}
 
     @classmethod
@@ -100,6 +106,7 @@ class ModelMeta:
                 model_sha256=get.get("model_sha256", ""),
                 step_budget=int(get.get("step_budget", 0)),
                 exporter_version=get.get("exporter_version", ""),
+                ok_bias=float(get.get("ok_bias", 0.0)),
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise ModelError(
@@ -107,15 +114,20 @@ class ModelMeta:
             ) from None
 
 
-def decide_verdict(probs: np.ndarray, outcome_matrix: np.ndarray) -> int:
+def decide_verdict(probs: np.ndarray, outcome_matrix: np.ndarray, ok_bias: float = 0.0) -> int:
     """The class c maximising sum_y p(y) * R[c, y] (expected outcome reward).
 
     Falls back to argmax p when the matrix is all zeros.
+
+    :param ok_bias: the operating point: log-odds added to the ok class (index 0) first.
     """
+    from inspector.runtime.operating_point import shift_ok
+
+    p = shift_ok(np.asarray(probs, dtype=np.float64), ok_bias)
     m = np.asarray(outcome_matrix, dtype=np.float64)
     if not np.any(m):
-        return int(np.argmax(probs))
-    return int(np.argmax(m @ np.asarray(probs, dtype=np.float64)))
+        return int(np.argmax(p))
+    return int(np.argmax(m @ p))
 
 
 class Policy:
@@ -147,7 +159,7 @@ class Policy:
 
     def verdict(self, probs: np.ndarray) -> str:
         """The class to declare given class probabilities (profile decision rule)."""
-        return self.meta.classes[decide_verdict(probs, self.meta.outcome_matrix)]
+        return self.meta.classes[decide_verdict(probs, self.meta.outcome_matrix, self.meta.ok_bias)]
 
     def close(self) -> None:
         """Release resources."""

@@ -48,8 +48,14 @@ class PolicyGraph(nn.Module):
         return move, probs, policy.value_net(latent_vf)
 
 
-def meta_for_model(model: Any, profile: Any, model_sha256: str = "") -> ModelMeta:
-    """ModelMeta of a trained model and its profile."""
+def meta_for_model(
+    model: Any, profile: Any, model_sha256: str = "", ok_bias: float = 0.0
+) -> ModelMeta:
+    """ModelMeta of a trained model and its profile.
+
+    :param ok_bias: the run's calibrated operating point
+        (:func:`inspector.runtime.operating_point.read_ok_bias`).
+    """
     from inspector import __version__
     from inspector.scan import ACTIONS, state_size
 
@@ -71,6 +77,7 @@ def meta_for_model(model: Any, profile: Any, model_sha256: str = "") -> ModelMet
         model_sha256=model_sha256,
         step_budget=profile.step_budget,
         exporter_version=__version__,
+        ok_bias=float(ok_bias),
     )
 
 

@@ -58,6 +58,12 @@ def metrics(
     false_alarms = int(oks - conf[ok, ok])
     glimpses = sum(len(d.path) for d in decisions)
     native = sum(d.native_glimpses for d in decisions)
+    auroc = None
+    if decisions and all(len(d.probabilities) == n for d in decisions):
+        from inspector.runtime.operating_point import defect_auroc
+
+        probs = np.stack([d.probabilities for d in decisions])
+        auroc = defect_auroc(probs, [y != ok_class for y in labels], ok)
     return {
         "classes": list(classes),
         "episodes": total,
@@ -65,6 +71,7 @@ def metrics(
         "balanced_accuracy": float(np.mean(present)) if present else 0.0,
         "defect_recall": float(caught / defects) if defects else None,
         "false_alarm_rate": float(false_alarms / oks) if oks else None,
+        "defect_auroc": auroc,
         "confusion": conf.tolist(),
         "per_class_recall": recall,
         "mean_steps": float(np.mean([d.steps for d in decisions])) if decisions else 0.0,
@@ -97,10 +104,26 @@ def evaluate(
     :param keep: how many (frame, decision) pairs to return for figures.
     :returns: (metrics, kept examples).
     """
+    labels, decisions, kept = run_parts(policy, camera, camera_params, episodes, budget, keep)
+    meta = policy.meta
+    return metrics(meta.classes, ok_class or meta.classes[0], labels, decisions), kept
+
+
+def run_parts(
+    policy: Policy,
+    camera: str,
+    camera_params: Mapping[str, Any] | None,
+    episodes: int,
+    budget: int | None = None,
+    keep: int = 0,
+) -> tuple[list[str], list[Decision], list[tuple[Any, Decision]]]:
+    """One episode on each of ``episodes`` fixed labelled parts: (labels, decisions, kept).
+
+    :raises InspectorError: a part without a label, or with a class the model lacks.
+    """
     meta = policy.meta
     scan = ScanSettings(**{k: meta.scan[k] for k in meta.scan})
     budget = budget or meta.step_budget or 12
-    ok_class = ok_class or meta.classes[0]
     driver = open_camera(camera, camera_params or {})
     source = FrameSource(driver, eval_indices(driver, episodes))
     scanner = Scanner(scan, budget)
@@ -124,7 +147,7 @@ def evaluate(
                 kept.append((frame, d))
     finally:
         driver.close()
-    return metrics(meta.classes, ok_class, labels, decisions), kept
+    return labels, decisions, kept
 
 
 def write_report(

@@ -163,3 +163,50 @@ def test_env_with_torch_and_station_path_with_onnx_take_the_same_actions(syn_run
         if env_actions[-1] == STOP:
             assert d.stopped
         assert np.isfinite(d.probabilities).all()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "main.py"), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def test_calibrated_operating_point_travels_from_run_to_onnx(syn_run, tmp_path):
+    import re
+    import shutil
+
+    from inspector.runtime.operating_point import FILE, shift_ok
+
+    run = tmp_path / "run"
+    shutil.copytree(syn_run, run)
+    cam = ["--camera", "synthetic", "--episodes", "24"]
+    for k, v in SYN.items():
+        cam += ["--param", f"{k}={v}"]
+    dry = _cli("calibrate", str(run), *cam, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "24 parts" in dry.stdout and not (run / FILE).exists()
+    # A ceiling of 1.0 is always met.
+    proc = _cli("calibrate", str(run), *cam, "--max-false-alarms", "1.0")
+    assert proc.returncode == 0, proc.stderr
+    point = json.loads((run / FILE).read_text())
+    assert point["objective"] == "max_false_alarms" and point["target"] == 1.0
+    assert point["frames"] == 24 and point["at_bias"]["false_alarm_rate"] <= 1.0
+    assert load_policy(run, allow_torch=True).meta.ok_bias == point["ok_bias"]
+    # A known bias, to follow it through: torch policy, verdict, ONNX metadata.
+    (run / FILE).write_text(json.dumps({**point, "ok_bias": 0.75}))
+    torch_pol = load_policy(run, allow_torch=True)
+    assert torch_pol.meta.ok_bias == 0.75
+    for p in (np.array([0.5, 0.3, 0.2]), np.array([0.3, 0.6, 0.1]), np.array([0.2, 0.35, 0.45])):
+        want = int(np.argmax(torch_pol.meta.outcome_matrix @ shift_ok(p, 0.75)))
+        assert torch_pol.verdict(p) == torch_pol.classes[want]
+    onnx_path = export_onnx(run, tmp_path / "c.onnx")
+    assert OrtPolicy(onnx_path).meta.ok_bias == 0.75
+    # An ONNX file is calibrated in place; an engine is refused with what to do instead.
+    again = _cli("calibrate", str(onnx_path), *cam)
+    assert again.returncode == 0, again.stderr
+    chosen = float(re.search(r"ok bias ([+-][0-9.]+) written", again.stdout).group(1))
+    assert OrtPolicy(onnx_path).meta.ok_bias == pytest.approx(chosen, abs=0.005)
+    engine = _cli("calibrate", str(tmp_path / "x.engine"), *cam)
+    assert engine.returncode == 2 and "calibrate the ONNX file" in engine.stderr
+    # Trained on in place: the stale calibration no longer applies.
+    (run / FILE).write_text(json.dumps({**point, "model_sha256": "0" * 64}))
+    assert load_policy(run, allow_torch=True).meta.ok_bias == 0.0

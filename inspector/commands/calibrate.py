@@ -1,0 +1,164 @@
+"""``inspector calibrate``: choose a model's operating point on labelled footage."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from inspector.commands._args import positive_int
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction 0..1, got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction 0..1, got {text!r}")
+    return v
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``calibrate`` verb.
+
+    :param sub: the CLI's sub-parser collection.
+    """
+    p = sub.add_parser(
+        "calibrate",
+        help="choose how readily a model calls a part defective (its operating point)",
+        description=(
+            "Run the model once on labelled parts (the validation split, not the test split) "
+            "and choose the ok bias, the log-odds added to the ok class before the verdict: "
+            "by default for the best balanced accuracy, or for the highest defect recall at "
+            "a false-alarm ceiling, or the fewest false alarms at a recall floor. A run "
+            "directory keeps it in operating_point.json (export carries it into the ONNX "
+            "metadata); an .onnx file gets it in its metadata."
+        ),
+    )
+    p.add_argument("model", help="run directory, model.zip or .onnx")
+    p.add_argument("--camera", required=True, help="camera driver (folder, synthetic, ...)")
+    p.add_argument(
+        "--param", action="append", default=[], metavar="KEY=VALUE", help="driver parameter"
+    )
+    p.add_argument(
+        "--episodes",
+        type=positive_int,
+        default=100_000,
+        help="parts to inspect (default: all of a folder; synthetic: give a number)",
+    )
+    goal = p.add_mutually_exclusive_group()
+    goal.add_argument(
+        "--max-false-alarms",
+        type=_fraction,
+        metavar="F",
+        help="highest defect recall with at most this false-alarm rate (e.g. 0.05)",
+    )
+    goal.add_argument(
+        "--min-recall",
+        type=_fraction,
+        metavar="R",
+        help="fewest false alarms with at least this defect recall (e.g. 0.95)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the choice, store nothing")
+    p.set_defaults(func=run_calibrate)
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    """Choose the ok bias and store it with the model."""
+    import numpy as np
+
+    from inspector.camera import parse_params
+    from inspector.errors import InspectorError
+    from inspector.runtime.operating_point import OperatingPoint, choose_bias, rates, verdicts_at
+    from inspector.train.evaluate import run_parts
+
+    path = Path(args.model)
+    suffix = path.suffix.lower()
+    if suffix in (".engine", ".plan"):
+        raise InspectorError(
+            f"{path}: calibrate the ONNX file (or the run) and build the engine from it again; "
+            "the engine's sidecar takes the ONNX metadata"
+        )
+    if not (path.is_dir() or suffix in (".zip", ".onnx")):
+        raise InspectorError(f"{path}: expected a run directory, model.zip or .onnx")
+    params = parse_params(args.param)
+    if str(params.get("split", "")).lower() == "test":
+        print(
+            "calibrate: warning: choosing the operating point on the test split makes the "
+            "test figures optimistic; use the validation split"
+        )
+    if args.max_false_alarms is not None:
+        objective, target = "max_false_alarms", args.max_false_alarms
+    elif args.min_recall is not None:
+        objective, target = "min_recall", args.min_recall
+    else:
+        objective, target = "balanced", None
+
+    from inspector.runtime.backends import load_policy
+
+    policy = load_policy(path, allow_torch=True)
+    meta = policy.meta
+    labels, decisions, _ = run_parts(policy, args.camera, params, args.episodes)
+    idx = {c: i for i, c in enumerate(meta.classes)}
+    y = np.asarray([idx[c] for c in labels])
+    probs = np.stack([d.probabilities for d in decisions])
+    bias, at_bias = choose_bias(probs, y, meta.outcome_matrix, objective, target)
+    zero = rates(verdicts_at(probs, meta.outcome_matrix, np.zeros(1)), y, len(meta.classes))
+    at_zero = {k: float(v[0]) for k, v in zero.items()}
+    source = f"{args.camera} " + " ".join(f"{k}={v}" for k, v in sorted(params.items()))
+    print(
+        f"calibrate: {len(labels)} parts from {source.strip()}, objective {objective}"
+        + (f" {target:g}" if target is not None else "")
+    )
+    for name, r, b in (("as trained", at_zero, 0.0), ("chosen", at_bias, bias)):
+        print(
+            f"  {name:10s} ok bias {b:+6.2f}: balanced {_f(r['balanced_accuracy'])}, "
+            f"defect recall {_f(r['defect_recall'])}, false alarms {_f(r['false_alarm_rate'])}"
+        )
+    if args.dry_run:
+        print("calibrate: --dry-run, nothing stored")
+        return 0
+    if suffix == ".onnx":
+        _write_onnx_bias(path, bias)
+        print(f"calibrate: ok bias {bias:+.2f} written into {path}'s metadata")
+        return 0
+    from inspector.footage_hash import sha256_file
+
+    run_dir = path if path.is_dir() else path.parent
+    point = OperatingPoint(
+        ok_bias=bias,
+        objective=objective,
+        target=target,
+        model_sha256=sha256_file(run_dir / "model.zip"),
+        frames=len(labels),
+        source=source.strip(),
+        at_bias=at_bias,
+        at_zero=at_zero,
+    )
+    out = point.write(run_dir)
+    print(f"calibrate: wrote {out} (export carries it into the ONNX metadata)")
+    return 0
+
+
+def _write_onnx_bias(path: Path, bias: float) -> None:
+    """Set ``inspector.ok_bias`` in an ONNX file's metadata (written atomically)."""
+    import json
+
+    from inspector.export.onnx import _onnx
+    from inspector.runtime.policy import META_PREFIX
+
+    onnx = _onnx()
+    m = onnx.load(str(path))
+    key = META_PREFIX + "ok_bias"
+    props = [(p.key, p.value) for p in m.metadata_props if p.key != key]
+    del m.metadata_props[:]
+    for k, v in [*props, (key, json.dumps(float(bias)))]:
+        entry = m.metadata_props.add()
+        entry.key, entry.value = k, v
+    tmp = path.with_suffix(".calibrate.tmp")
+    onnx.save(m, str(tmp))
+    tmp.replace(path)
+
+
+def _f(v: float) -> str:
+    return "n/a" if v != v else f"{v:.3f}"
