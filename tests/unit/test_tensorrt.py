@@ -534,3 +534,65 @@ def test_int8_engine_with_calibrator(gpu_onnx: Path, tmp_path: Path) -> None:
     # int8 is approximate: the outputs must be sane and the actions mostly agree.
     assert all(np.isfinite(v) for v in rep.max_abs_diff.values())
     assert rep.action_agreement >= 0.9, rep
+
+
+# ----------------------------------------------------------------- GPU: device memory alone
+
+
+def _cuda_reason() -> str | None:
+    """Why the device-memory tests cannot run here (None: a CUDA device is visible)."""
+    rt = trtx.import_cudart()
+    if rt is not None:
+        err, n = rt.cudaGetDeviceCount()
+        if int(err) == 0 and n > 0:
+            return None
+    try:
+        import torch
+    except ImportError:
+        return "needs a CUDA device and cuda-python or torch (neither is installed)"
+    if torch.cuda.is_available():
+        return None
+    return "needs a CUDA device (none is visible: no NVIDIA driver or GPU on this machine)"
+
+
+@pytest.mark.parametrize("kind", ["cuda-python", "torch"])
+def test_device_memory_round_trips_on_a_gpu(kind: str, monkeypatch) -> None:
+    """The buffers and stream TensorRTPolicy runs engines with, without TensorRT."""
+    reason = _cuda_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    from inspector.runtime.trt_backend import DeviceMemory
+
+    if kind == "cuda-python":
+        if trtx.import_cudart() is None:
+            pytest.skip("cuda-python is not installed")
+    else:
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("torch here has no CUDA")
+        monkeypatch.setattr(trtx, "import_cudart", lambda: None)
+    mem = DeviceMemory()
+    try:
+        assert mem.kind == kind
+        assert isinstance(mem.stream_handle, int)
+        rng = np.random.default_rng(0)
+        arrays = [
+            rng.normal(size=(3, 7, 5)).astype(np.float32),  # odd sizes, not a multiple of 4 B
+            rng.integers(-9, 9, size=13).astype(np.int32),
+            np.arange(1, dtype=np.float32),
+        ]
+        handles = [mem.alloc(a.nbytes + 16) for a in arrays]
+        ptrs = [mem.ptr(h) for h in handles]
+        assert all(p > 0 for p in ptrs) and len(set(ptrs)) == len(ptrs)
+        for h, a in zip(handles, arrays):
+            mem.to_device(h, a)
+        back = [np.zeros_like(a) for a in arrays]
+        for h, b in zip(handles, back):
+            mem.to_host(b, h)
+        mem.synchronize()
+        for a, b in zip(arrays, back):
+            np.testing.assert_array_equal(a, b)
+        assert trtx.gpu_name()  # the engine cache key's device name
+    finally:
+        mem.close()
+        mem.close()  # idempotent
