@@ -23,7 +23,12 @@ that select its checkpoint; the actual seconds are reported):
   class-weighted cross-entropy. It examines no native-resolution pixel (pixel
   fraction 0; the 64x64 input is reported beside it).
 
-Metrics come from :func:`inspector.train.evaluate.metrics` for all three. Results are
+Metrics come from :func:`inspector.train.evaluate.metrics` for all three. Each method
+also gets the goal's operating point (:func:`operating_point`): its defect AUROC on val
+and test, and the test figures at the ok bias (tiling: the threshold) that gives the
+highest val recall with val false alarms at most 5 %, as ``inspector calibrate
+--max-false-alarms 0.05`` would choose it; ``--rescore`` adds that to saved results
+from their saved models. Results are
 saved per method under benchmarks/results/quality_magnetic_tile/<mode>/ (quick/ is
 git-ignored) so an interrupted run resumes; the agent's training run lives under
 runs/quality_magnetic_tile/<mode>/ and resumes from its last chunk.
@@ -378,6 +383,78 @@ def _summary(m: dict[str, Any]) -> dict[str, Any]:
     return {k: m[k] for k in keys}
 
 
+# -- the goal's operating point -----------------------------------------------------------
+def operating_point(
+    val: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    outcome_matrix: np.ndarray,
+    ceiling: float = GOALS["false_alarm_rate"],
+    as_run: float = 0.0,
+) -> dict[str, Any]:
+    """Each split's defect AUROC, and the test figures at the ok bias chosen on val.
+
+    The bias is what ``inspector calibrate --max-false-alarms ceiling`` picks on val (the
+    highest val recall with val false alarms at most ``ceiling``); test only reports.
+
+    :param val: (class probabilities [N, C], true class indices [N]); ``test`` likewise.
+    :param outcome_matrix: the verdict rule (all zeros: argmax of the probabilities).
+    :param as_run: the bias that reproduces the method's own verdicts (tiling: the logit of
+        its val threshold); the test figures there go in ``test_as_run``, a check that the
+        probabilities are those of the run that produced the saved result.
+    """
+    from inspector.errors import InspectorError
+    from inspector.runtime.operating_point import choose_bias, defect_auroc, rates, verdicts_at
+
+    (pv, yv), (pt, yt) = val, test
+    own = rates(verdicts_at(pt, outcome_matrix, np.array([as_run])), yt, pt.shape[1])
+    out: dict[str, Any] = {
+        "false_alarm_ceiling": ceiling,
+        "auroc_val": defect_auroc(pv, yv != 0),
+        "auroc_test": defect_auroc(pt, yt != 0),
+        "test_as_run": {k: float(v[0]) for k, v in own.items()},
+    }
+    try:
+        bias, at_val = choose_bias(pv, yv, outcome_matrix, "max_false_alarms", ceiling)
+    except InspectorError as exc:
+        return {**out, "error": str(exc)}
+    at_test = rates(verdicts_at(pt, outcome_matrix, np.array([bias])), yt, pv.shape[1])
+    at_test_1 = {k: float(v[0]) for k, v in at_test.items()}
+    return {**out, "ok_bias": bias, "val": at_val, "test": at_test_1}
+
+
+def tiling_probs(sc: dict[str, np.ndarray], n_classes: int, ok: int) -> np.ndarray:
+    """Tiling's frame scores as class probabilities: p(ok) = 1 - top tile's defect score,
+    its defect class the rest; an ok bias b is then the threshold s > 1 / (1 + e^-b)."""
+    p = np.zeros((len(sc["score"]), n_classes))
+    p[:, ok] = 1.0 - sc["score"]
+    p[np.arange(len(p)), sc["cls"]] += sc["score"]
+    return p
+
+
+def agent_probs(
+    model_dir: Path, root: str | Path, split: str, episodes: int = 100_000
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """The agent's class probabilities at each decision on a split: (probs, labels, R)."""
+    from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
+    from inspector.train.evaluate import run_parts
+
+    model, profile, sha = load_trained(model_dir)
+    policy = TorchPolicy(model, meta_for_model(model, profile, sha))
+    labels, decisions, _ = run_parts(policy, "folder", camera_params(root, split), episodes)
+    idx = {c: i for i, c in enumerate(policy.classes)}
+    probs = np.stack([d.probabilities for d in decisions])
+    return probs, np.asarray([idx[c] for c in labels]), policy.meta.outcome_matrix
+
+
+def agent_operating_point(
+    model_dir: Path, root: str | Path, val_episodes: int = 100_000, test_episodes: int = 100_000
+) -> dict[str, Any]:
+    """:func:`operating_point` of a saved agent (one val and one test pass)."""
+    pv, yv, m = agent_probs(model_dir, root, "val", val_episodes)
+    pt, yt, _ = agent_probs(model_dir, root, "test", test_episodes)
+    return operating_point((pv, yv), (pt, yt), m)
+
+
 # -- the three methods --------------------------------------------------------------------
 def run_tiling(
     train: Sequence[Sample],
@@ -428,6 +505,7 @@ def run_tiling(
     sc = tiling_scores(net, test, ok)
     verdicts = tiling_verdicts(sc, thr, classes, ok_class)
     m = frame_metrics(classes, ok_class, [s.label for s in test], verdicts, sc["pixel_fraction"])
+    op = baseline_operating_point("tiling", net, val, test, classes, ok_class, thr)
     counts = {c: int((y == i).sum()) for i, c in enumerate(classes)}
     return {
         "method": "tiling",
@@ -440,6 +518,7 @@ def run_tiling(
         "fit": fitted,
         "tiles_per_frame": float(np.mean([len(tile_origins(*s.image.shape[:2])) for s in test])),
         "test": m,
+        "operating_point": op,
         "_net": net,
     }
 
@@ -490,6 +569,7 @@ def run_fullframe(
     spent = time.perf_counter() - t0
     verdicts = [classes[i] for i in predict(net, xt).argmax(1)]
     m = frame_metrics(classes, ok_class, [s.label for s in test], verdicts, [0.0] * len(test))
+    op = baseline_operating_point("fullframe", net, val, test, classes, ok_class)
     frame_px = np.mean([s.image.size for s in test])
     return {
         "method": "fullframe",
@@ -501,8 +581,37 @@ def run_fullframe(
         "input_pixels_over_frame_pixels": float(FULL_SIZE * FULL_SIZE / frame_px),
         "fit": fitted,
         "test": m,
+        "operating_point": op,
         "_net": net,
     }
+
+
+def baseline_operating_point(
+    method: str,
+    net: Any,
+    val: Sequence[Sample],
+    test: Sequence[Sample],
+    classes: Sequence[str],
+    ok_class: str,
+    threshold: float = 0.5,
+) -> dict[str, Any]:
+    """:func:`operating_point` of a trained tiling or full-frame net (``threshold``: the
+    tiling threshold it was run with)."""
+    ok = list(classes).index(ok_class)
+    idx = {c: i for i, c in enumerate(classes)}
+
+    def probs(samples: Sequence[Sample]) -> tuple[np.ndarray, np.ndarray]:
+        y = np.asarray([idx[s.label] for s in samples])
+        if method == "tiling":
+            return tiling_probs(tiling_scores(net, samples, ok), len(classes), ok), y
+        return predict(net, full_frames(samples)), y
+
+    # Both decide by the top class (argmax): no outcome values. Tiling calls a frame
+    # defective when its score s > thr, i.e. when s > (1 - s) e^b with b = logit(thr).
+    thr = min(max(threshold, 1e-12), 1 - 1e-12)
+    as_run = float(np.log(thr / (1 - thr))) if method == "tiling" else 0.0
+    zeros = np.zeros((len(classes), len(classes)))
+    return operating_point(probs(val), probs(test), zeros, as_run=as_run)
 
 
 def agent_config(seed: int, **overrides: Any):
@@ -612,6 +721,7 @@ def run_agent(
     if state["best"] is None:
         raise RuntimeError(f"agent: budget {budget_s:.0f} s too small for one chunk")
     test = _eval_agent(best_dir, root, "test", test_episodes)
+    op = agent_operating_point(best_dir, root, val_episodes, test_episodes)
     return {
         "method": "agent",
         "seed": seed,
@@ -625,6 +735,7 @@ def run_agent(
         "config": dataclasses.asdict(cfg),
         "model": str(best_dir.relative_to(ROOT) if best_dir.is_relative_to(ROOT) else best_dir),
         "test": test,
+        "operating_point": op,
     }
 
 
@@ -650,12 +761,14 @@ def report(
     ok_class: str,
     threads: int = 1,
     by_seed: dict[str, dict[int, dict]] | None = None,
+    op_by_seed: dict[str, dict[int, dict]] | None = None,
 ) -> str:
     """The markdown section: the table, the goals, the agent's diagnosis.
 
     :param by_seed: test metrics of every saved run of the same budget, by results key and
         seed (:func:`results_by_seed`); methods run with more than one seed get a table of
         their own.
+    :param op_by_seed: the same for the saved operating points (``field="operating_point"``).
     """
     defects = [c for c in classes if c != ok_class]
     header = [
@@ -717,7 +830,10 @@ def report(
             " `--agent-evidence` (TrainConfig.glimpse_evidence), evidence on the overview"
             " `--agent-overview-evidence` (TrainConfig.overview_evidence), perception crops from"
             " every zoom level `--agent-all-levels` (TrainConfig.perception_levels: all), the"
-            " class-balanced verdict loss `--agent-balanced-verdict`; `--methods agent` with"
+            " class-balanced verdict loss `--agent-balanced-verdict`, a wider glimpse CNN"
+            " `--agent-cnn-channels N` (TrainConfig.cnn_channels, default 8), more pretraining"
+            " epochs `--agent-perception-epochs N` (perception_epochs, default 12);"
+            " `--methods agent` with"
             " those flags"
             " re-creates one row."
         )
@@ -792,11 +908,15 @@ def report(
             f" {conf_rows}.",
         ]
     seeds = seeds_table(by_seed or {}, names)
-    return body + "\n".join(notes + goal_lines) + "\n" + seeds
+    ops = operating_table(op_by_seed or {}, names)
+    return body + "\n".join(notes + goal_lines) + "\n" + seeds + ops
 
 
-def results_by_seed(out_dir: Path, budget_s: float) -> dict[str, dict[int, dict]]:
-    """The test metrics of every saved result of this budget: {results key: {seed: metrics}}."""
+def results_by_seed(
+    out_dir: Path, budget_s: float, field: str = "test"
+) -> dict[str, dict[int, dict]]:
+    """One field (default the test metrics) of every saved result of this budget:
+    {results key: {seed: value}}; results without the field are left out."""
     import re
 
     pat = re.compile(rf"^(.+)_s(\d+)_{budget_s:.0f}s$")
@@ -804,8 +924,61 @@ def results_by_seed(out_dir: Path, budget_s: float) -> dict[str, dict[int, dict]
     for path in sorted(out_dir.glob(f"*_s*_{budget_s:.0f}s.json")):
         m = pat.match(path.stem)
         if m:
-            out.setdefault(m[1], {})[int(m[2])] = json.loads(path.read_text())["test"]
+            value = json.loads(path.read_text()).get(field)
+            if value is not None:
+                out.setdefault(m[1], {})[int(m[2])] = value
     return out
+
+
+def operating_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) -> str:
+    """Markdown: every method's defect AUROC and its test figures at the val-chosen bias
+    for the goal's false-alarm ceiling (:func:`operating_point`), per seed and median."""
+    keys = ordered_keys(by_seed)
+    if not keys:
+        return ""
+
+    def med(vals: list[float | None]) -> str:
+        vals = [v for v in vals if v is not None]
+        return _f(float(np.median(vals))) if vals else "—"
+
+    rows = []
+    for k in keys:
+        runs = dict(sorted(by_seed[k].items()))
+        test = {s: op.get("test") or {} for s, op in runs.items()}
+        per = ", ".join(
+            f"{s}: {_f(op.get('auroc_test'))} / {_f(test[s].get('defect_recall'), 2)} /"
+            f" {_f(test[s].get('false_alarm_rate'), 2)}"
+            for s, op in runs.items()
+        )
+        rows.append(
+            [
+                names.get(k) or agent_name(k),
+                ",".join(str(s) for s in runs),
+                per,
+                med([op.get("auroc_test") for op in runs.values()]),
+                med([t.get("defect_recall") for t in test.values()]),
+                med([t.get("false_alarm_rate") for t in test.values()]),
+                med([t.get("balanced_accuracy") for t in test.values()]),
+            ]
+        )
+    ceiling = next(iter(next(iter(by_seed.values())).values()))["false_alarm_ceiling"]
+    header = [
+        "method",
+        "seeds",
+        "per seed: test AUROC / recall / false alarms",
+        "median AUROC",
+        "median recall",
+        "median false alarms",
+        "median balanced acc",
+    ]
+    return (
+        f"\nAt the goal's operating point (test split): each model's decision shifted by the"
+        f" ok bias (`inspector calibrate --max-false-alarms {ceiling:g}`; tiling: its threshold)"
+        f" that gives the highest val recall with val false alarms <= {ceiling:g}. AUROC: the"
+        " chance that a defective test frame scores above a good one (score 1 - p(ok); tiling:"
+        " its top tile's defect probability), free of any threshold. `--rescore` adds this to"
+        " saved runs from their models.\n\n" + table(header, rows)
+    )
 
 
 def seeds_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) -> str:
@@ -859,10 +1032,14 @@ def agent_tag(
     balanced: bool = False,
     all_levels: bool = False,
     overview_evidence: bool = False,
+    cnn_channels: int = 0,
+    perception_epochs: int = 0,
 ) -> str:
     """The results key suffix of an agent variant (``""``: TrainConfig defaults)."""
     return (
-        (f"_pp{perception}" if perception else "")
+        (f"_c{cnn_channels}" if cnn_channels else "")
+        + (f"_pp{perception}" if perception else "")
+        + (f"_pe{perception_epochs}" if perception_epochs and perception else "")
         + ("_ms" if all_levels and perception else "")
         + ("_frz" if freeze and perception else "")
         + (f"_m{memory}" if memory else "")
@@ -895,6 +1072,10 @@ def agent_name(key: str) -> str:
     for tok in key.split("_")[1:]:
         if tok.startswith("pp"):
             words.append(f"perception pretraining on {int(tok[2:]):,} crops")
+        elif tok.startswith("pe") and tok[2:].isdigit():
+            words.append(f"{int(tok[2:])} pretraining epochs")
+        elif tok.startswith("c") and tok[1:].isdigit():
+            words.append(f"glimpse CNN {int(tok[1:])} channels wide")
         elif tok == "frz":
             words.append("glimpse CNN frozen")
         elif tok == "ms":
@@ -916,6 +1097,65 @@ def ordered_keys(results: dict[str, dict]) -> list[str]:
     """Agent variants first (defaults, then by tag), then the baselines."""
     agents = sorted((k for k in results if k.startswith("agent")), key=lambda k: (len(k), k))
     return agents + [m for m in METHODS if m != "agent" and m in results]
+
+
+def rescore(
+    out_dir: Path,
+    runs_dir: Path,
+    suffix: str,
+    root: Path,
+    frames: Callable[[str], list[Sample]],
+    force: bool = False,
+) -> None:
+    """Add :func:`operating_point` to the saved results ending in ``suffix`` whose models
+    are still there (agents: their ``best/`` run; baselines: ``<method>_s<seed>.pt``)."""
+    import torch
+
+    from inspector.profile import load_profile
+
+    profile = load_profile(PROFILE)
+    classes, ok_class = list(profile.classes), profile.ok_class
+    for path in sorted(out_dir.glob(f"*{suffix}.json")):
+        r = json.loads(path.read_text())
+        key = path.stem.removesuffix(suffix)
+        if r.get("operating_point") and not force:
+            continue
+        if key.startswith("agent"):
+            model = ROOT / r.get("model", "")
+            if not (model / "model.zip").is_file():
+                print(f"rescore: {key}: no saved model at {model}; left as it is")
+                continue
+            op = agent_operating_point(model, root)
+        elif key in ("tiling", "fullframe"):
+            pt = runs_dir / f"{key}{suffix.rsplit('_', 1)[0]}.pt"
+            if not pt.is_file():
+                print(f"rescore: {key}: no saved net {pt}; left as it is")
+                continue
+            net = make_net(len(classes))
+            net.load_state_dict(torch.load(pt, map_location="cpu", weights_only=True))
+            net.eval()
+            val, test = frames("val"), frames("test")
+            thr = r.get("threshold", 0.5)
+            op = baseline_operating_point(key, net, val, test, classes, ok_class, thr)
+        else:
+            continue
+        saved, now = r["test"]["balanced_accuracy"], op["test_as_run"]["balanced_accuracy"]
+        if abs(saved - now) > 1e-6:
+            print(
+                f"rescore: {key}: its saved model gives test balanced accuracy {now:.4f}, the"
+                f" saved result {saved:.4f}: not the model behind it; left as it is"
+            )
+            continue
+        r["operating_point"] = op
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(r, indent=1))
+        tmp.replace(path)
+        t = op.get("test") or {}
+        print(
+            f"rescore: {key}: test AUROC {_f(op['auroc_test'])}; at val false alarms <="
+            f" {op['false_alarm_ceiling']:g}: recall {_f(t.get('defect_recall'))}, false"
+            f" alarms {_f(t.get('false_alarm_rate'))}"
+        )
 
 
 def _public(r: dict[str, Any]) -> dict[str, Any]:
@@ -974,11 +1214,31 @@ def main(argv: list[str] | None = None) -> int:
         help="the evidence head judges the overview too (TrainConfig.overview_evidence;"
         " needs --agent-evidence)",
     )
+    ap.add_argument(
+        "--rescore",
+        action="store_true",
+        help="add the goal's operating point to this seed's saved results from their saved"
+        " models (agents' best/, the baselines' .pt), training nothing",
+    )
+    ap.add_argument(
+        "--agent-perception-epochs",
+        type=non_negative_int,
+        default=0,
+        help="epochs of that pretraining (TrainConfig.perception_epochs; 0: its default, 12)",
+    )
+    ap.add_argument(
+        "--agent-cnn-channels",
+        type=non_negative_int,
+        default=0,
+        help="width of the agent's glimpse CNN (TrainConfig.cnn_channels; 0: its default, 8)",
+    )
     args = ap.parse_args(argv)
     if args.agent_all_levels and not args.agent_perception:
         ap.error("--agent-all-levels needs --agent-perception N (it chooses the crops' levels)")
     if args.agent_overview_evidence and not args.agent_evidence:
         ap.error("--agent-overview-evidence needs --agent-evidence (the head it reuses)")
+    if args.agent_perception_epochs and not args.agent_perception:
+        ap.error("--agent-perception-epochs needs --agent-perception N (the pretraining it sets)")
     if args.agent_freeze and not args.agent_perception:
         ap.error("--agent-freeze needs --agent-perception N (there is nothing pretrained to keep)")
     import torch
@@ -1014,6 +1274,8 @@ def main(argv: list[str] | None = None) -> int:
         return data[split]
 
     results: dict[str, dict] = {}
+    if args.rescore:
+        rescore(out_dir, RUNS / mode, f"_s{args.seed}_{budget_s:.0f}s", root, frames, args.force)
     tag = agent_tag(
         args.agent_perception,
         args.agent_freeze,
@@ -1022,6 +1284,8 @@ def main(argv: list[str] | None = None) -> int:
         args.agent_balanced_verdict,
         args.agent_all_levels,
         args.agent_overview_evidence,
+        args.agent_cnn_channels,
+        args.agent_perception_epochs,
     )
     suffix = f"_s{args.seed}_{budget_s:.0f}s"
     for meth in METHODS:
@@ -1045,6 +1309,12 @@ def main(argv: list[str] | None = None) -> int:
                 glimpse_evidence=args.agent_evidence,
                 overview_evidence=args.agent_overview_evidence,
                 perception_levels="all" if args.agent_all_levels else "native",
+                **({"cnn_channels": args.agent_cnn_channels} if args.agent_cnn_channels else {}),
+                **(
+                    {"perception_epochs": args.agent_perception_epochs}
+                    if args.agent_perception_epochs
+                    else {}
+                ),
                 **(
                     {"verdict_balance": True, "verdict_stop_weight": BALANCED_STOP_WEIGHT}
                     if args.agent_balanced_verdict
@@ -1094,6 +1364,7 @@ def main(argv: list[str] | None = None) -> int:
         ok_class,
         threads=max(1, min(2, args.threads)),
         by_seed=results_by_seed(out_dir, budget_s),
+        op_by_seed=results_by_seed(out_dir, budget_s, "operating_point"),
     )
     print(body)
     have_all = all((m + tag if m == "agent" else m) in results for m in METHODS)

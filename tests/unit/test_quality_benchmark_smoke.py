@@ -99,6 +99,33 @@ def test_baselines_run_end_to_end(handful):
     assert f["test"]["pixel_fraction"] == 0.0
     text = q.report({"tiling": q._public(t), "fullframe": q._public(f)}, "test", CLASSES, "free")
     assert "exhaustive tiling" in text and "full-frame" in text
+    # The operating point's probabilities reproduce each method's own verdicts.
+    for r in (t, f):
+        op = r["operating_point"]
+        assert op["test_as_run"]["balanced_accuracy"] == pytest.approx(
+            r["test"]["balanced_accuracy"]
+        )
+        assert 0.0 <= op["auroc_test"] <= 1.0
+        assert op["val"]["false_alarm_rate"] <= op["false_alarm_ceiling"]
+
+
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=30), st.floats(0.01, 0.99))
+@settings(max_examples=60, deadline=None)
+def test_tiling_threshold_is_an_ok_bias(scores, thr):
+    from inspector.runtime.operating_point import verdicts_at
+
+    rng = np.random.default_rng(len(scores))
+    sc = {"score": np.asarray(scores), "cls": rng.integers(1, len(CLASSES), len(scores))}
+    p = q.tiling_probs(sc, len(CLASSES), 0)
+    assert np.allclose(p.sum(axis=1), 1.0)
+    b = np.log(thr / (1 - thr))
+    got = verdicts_at(p, np.zeros((len(CLASSES),) * 2), np.array([b]))[0]
+    want = q.tiling_verdicts(sc, thr, CLASSES, "free")
+    # Scores within rounding of the threshold may go either way.
+    near = np.isclose(sc["score"], thr, atol=1e-9)
+    assert [CLASSES[i] for i, n in zip(got, near) if not n] == [
+        v for v, n in zip(want, near) if not n
+    ]
 
 
 def test_agent_chunks_resume_and_report(magnetic_tile, tmp_path):
@@ -143,6 +170,8 @@ def test_agent_chunks_resume_and_report(magnetic_tile, tmp_path):
     assert again["steps"] == 32 and len(again["history"]) == 1
     text = q.report({"agent": r}, "test", CLASSES, "free")
     assert "Agent diagnosis" in text
+    op = r["operating_point"]
+    assert op["test_as_run"]["balanced_accuracy"] == pytest.approx(r["test"]["balanced_accuracy"])
 
 
 def test_report_calls_few_pixels_hollow_when_quality_is_missed():
@@ -192,3 +221,26 @@ def test_runs_of_several_seeds_get_a_table_with_their_medians(tmp_path):
     recalls = sorted(by_seed["agent_pp8000_ms_ev_ov_bal"][s]["defect_recall"] for s in range(3))
     assert cells[4] == f"{recalls[1]:.3f}"  # the median of the three seeds
     assert q.seeds_table({"tiling": by_seed["tiling"]}, {}) == ""
+
+
+def test_operating_points_get_a_table_with_medians(tmp_path):
+    def save(key, seed, auroc, recall, fa):
+        op = {"false_alarm_ceiling": 0.05, "auroc_test": auroc}
+        op["test"] = {"defect_recall": recall, "false_alarm_rate": fa, "balanced_accuracy": 0.5}
+        doc = {"test": {}, "operating_point": op}
+        (tmp_path / f"{key}_s{seed}_1200s.json").write_text(json.dumps(doc))
+
+    save("agent_pp8000", 0, 0.9, 0.6, 0.04)
+    save("agent_pp8000", 1, 0.8, 0.4, 0.02)
+    save("agent_pp8000", 2, 0.95, 0.8, 0.05)
+    save("tiling", 0, 0.85, 0.5, 0.03)
+    (tmp_path / "fullframe_s0_1200s.json").write_text(json.dumps({"test": {}}))  # none
+    ops = q.results_by_seed(tmp_path, 1200, "operating_point")
+    assert set(ops) == {"agent_pp8000", "tiling"}
+    text = q.operating_table(ops, {"tiling": "tiling"})
+    rows = [r for r in text.splitlines() if r.startswith("| agent") or r.startswith("| tiling")]
+    assert len(rows) == 2
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cells[1] == "0,1,2" and cells[3:6] == ["0.900", "0.600", "0.040"]
+    assert "false alarms <= 0.05" in text
+    assert q.operating_table({}, {}) == ""
