@@ -634,6 +634,21 @@ def _eval_agent(model_dir: Path, root: str | Path, split: str, episodes: int = 1
     return m
 
 
+SELECT = ("balanced_accuracy", "defect_auroc")
+
+
+def _better(entry: dict[str, Any], best: dict[str, Any], select: str) -> bool:
+    """Whether a val entry beats the kept one on ``select`` (then balanced accuracy)."""
+    if select not in SELECT:
+        raise ValueError(f"select must be one of {SELECT}, got {select!r}")
+
+    def key(e: dict[str, Any]) -> tuple[float, float]:
+        v = e.get(select)
+        return (-1.0 if v is None else float(v), float(e["balanced_accuracy"]))
+
+    return key(entry) > key(best)
+
+
 def run_agent(
     root: str | Path,
     budget_s: float,
@@ -646,8 +661,13 @@ def run_agent(
     val_episodes: int = 100_000,
     test_episodes: int = 100_000,
     profile_path: str = PROFILE,
+    select: str = "balanced_accuracy",
 ) -> dict[str, Any]:
     """Train the agent in resumable chunks until ``budget_s`` is spent; best val -> test.
+
+    :param select: the val figure that picks the kept chunk: ``balanced_accuracy`` (of the
+        verdicts as trained) or ``defect_auroc`` (threshold-free, what the operating
+        point then works with; ties go to the later chunk's balanced accuracy).
 
     ``run_dir/state.json`` records the seconds spent and the val curve, so a killed run
     continues where its last finished chunk left off (a chunk cut short is lost time).
@@ -702,9 +722,10 @@ def run_agent(
             "mean_steps": m["mean_steps"],
             "native_share": m["native_share"],
             "stopped_share": m["stopped_share"],
+            "defect_auroc": m.get("defect_auroc"),
         }
         state["history"].append(entry)
-        if state["best"] is None or m["balanced_accuracy"] > state["best"]["balanced_accuracy"]:
+        if state["best"] is None or _better(entry, state["best"], select):
             best_dir.mkdir(exist_ok=True)
             for name in ("model.zip", "profile.yaml", "profile.sha256", "config.yaml"):
                 shutil.copyfile(run_dir / "run" / name, best_dir / name)
@@ -832,7 +853,9 @@ def report(
             " every zoom level `--agent-all-levels` (TrainConfig.perception_levels: all), the"
             " class-balanced verdict loss `--agent-balanced-verdict`, a wider glimpse CNN"
             " `--agent-cnn-channels N` (TrainConfig.cnn_channels, default 8), more pretraining"
-            " epochs `--agent-perception-epochs N` (perception_epochs, default 12);"
+            " epochs `--agent-perception-epochs N` (perception_epochs, default 12), the chunk"
+            " kept by val defect AUROC rather than val balanced accuracy"
+            " `--agent-select-auroc`;"
             " `--methods agent` with"
             " those flags"
             " re-creates one row."
@@ -897,9 +920,14 @@ def report(
             f"Agent diagnosis ({names.get(key) or agent_name(key)}):"
             f" {agent['steps']:,} env steps{bc_note}, in"
             f" {agent['train_s']:.0f} s of training ({agent['steps_per_s']:.0f} steps/s including"
-            " the pretraining), best val balanced accuracy"
-            f" {agent['best_val']['balanced_accuracy']:.3f} at"
-            f" {agent['best_val']['steps']:,} steps;"
+            " the pretraining), kept chunk: val balanced accuracy"
+            f" {agent['best_val']['balanced_accuracy']:.3f}"
+            + (
+                f" (val AUROC {agent['best_val']['defect_auroc']:.3f})"
+                if agent["best_val"].get("defect_auroc") is not None
+                else ""
+            )
+            + f" at {agent['best_val']['steps']:,} steps;"
             f" on test: mean steps {m['mean_steps']:.1f}, mean glimpses {m['mean_glimpses']:.1f},"
             f" native share {m['native_share']:.2f}, stopped (not budget-truncated)"
             f" {m['stopped_share']:.2f}.",
@@ -1034,6 +1062,7 @@ def agent_tag(
     overview_evidence: bool = False,
     cnn_channels: int = 0,
     perception_epochs: int = 0,
+    select_auroc: bool = False,
 ) -> str:
     """The results key suffix of an agent variant (``""``: TrainConfig defaults)."""
     return (
@@ -1046,6 +1075,7 @@ def agent_tag(
         + ("_ev" if evidence else "")
         + ("_ov" if overview_evidence else "")
         + ("_bal" if balanced else "")
+        + ("_sauc" if select_auroc else "")
     )
 
 
@@ -1072,6 +1102,8 @@ def agent_name(key: str) -> str:
     for tok in key.split("_")[1:]:
         if tok.startswith("pp"):
             words.append(f"perception pretraining on {int(tok[2:]):,} crops")
+        elif tok == "sauc":
+            words.append("chunk kept by val AUROC")
         elif tok.startswith("pe") and tok[2:].isdigit():
             words.append(f"{int(tok[2:])} pretraining epochs")
         elif tok.startswith("c") and tok[1:].isdigit():
@@ -1221,6 +1253,11 @@ def main(argv: list[str] | None = None) -> int:
         " models (agents' best/, the baselines' .pt), training nothing",
     )
     ap.add_argument(
+        "--agent-select-auroc",
+        action="store_true",
+        help="keep the chunk with the best val defect AUROC (default: val balanced accuracy)",
+    )
+    ap.add_argument(
         "--agent-perception-epochs",
         type=non_negative_int,
         default=0,
@@ -1286,6 +1323,7 @@ def main(argv: list[str] | None = None) -> int:
         args.agent_overview_evidence,
         args.agent_cnn_channels,
         args.agent_perception_epochs,
+        args.agent_select_auroc,
     )
     suffix = f"_s{args.seed}_{budget_s:.0f}s"
     for meth in METHODS:
@@ -1327,7 +1365,14 @@ def main(argv: list[str] | None = None) -> int:
                 else PROFILE
             )
             r = run_agent(
-                root, budget_s, args.seed, run_dir, chunk=chunk, cfg=cfg, profile_path=prof_path
+                root,
+                budget_s,
+                args.seed,
+                run_dir,
+                chunk=chunk,
+                cfg=cfg,
+                profile_path=prof_path,
+                select="defect_auroc" if args.agent_select_auroc else "balanced_accuracy",
             )
         else:
             run = run_tiling if meth == "tiling" else run_fullframe

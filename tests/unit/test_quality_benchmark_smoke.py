@@ -244,3 +244,23 @@ def test_operating_points_get_a_table_with_medians(tmp_path):
     assert cells[1] == "0,1,2" and cells[3:6] == ["0.900", "0.600", "0.040"]
     assert "false alarms <= 0.05" in text
     assert q.operating_table({}, {}) == ""
+
+
+def test_the_kept_chunk_follows_the_selection_figure():
+    a = {"balanced_accuracy": 0.6, "defect_auroc": 0.9}
+    b = {"balanced_accuracy": 0.7, "defect_auroc": 0.85}
+    assert q._better(b, a, "balanced_accuracy") and not q._better(a, b, "balanced_accuracy")
+    assert q._better(a, b, "defect_auroc") and not q._better(b, a, "defect_auroc")
+    assert not q._better(dict(a), a, "balanced_accuracy")  # a tie keeps the earlier chunk
+    # A kept entry from before AUROC was recorded loses to any entry that has one.
+    assert q._better(
+        {"balanced_accuracy": 0.1, "defect_auroc": 0.5}, {"balanced_accuracy": 0.9}, "defect_auroc"
+    )
+    with pytest.raises(ValueError, match="select must be"):
+        q._better(a, b, "accuracy")
+    assert q.agent_tag(8000, perception_epochs=30, select_auroc=True) == "_pp8000_pe30_sauc"
+    assert q.agent_tag(cnn_channels=16) == "_c16"
+    assert q.agent_name("agent_c16_pp8000_pe30_sauc").endswith(
+        "glimpse CNN 16 channels wide, perception pretraining on 8,000 crops,"
+        " 30 pretraining epochs, chunk kept by val AUROC)"
+    )
