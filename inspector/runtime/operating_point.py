@@ -41,7 +41,7 @@ FILE = "operating_point.json"
 OBJECTIVES = ("balanced", "max_false_alarms", "min_recall")
 #: The biases searched: wide enough to reach every verdict, fine enough that val frames
 #: rarely fall between two steps.
-GRID = np.round(np.arange(-12.0, 12.0 + 1e-9, 0.05), 2)
+GRID = np.round(np.arange(-20.0, 20.0 + 1e-9, 0.05), 2)
 
 
 def shift_ok(probs: np.ndarray, ok_bias: float, ok: int = 0) -> np.ndarray:

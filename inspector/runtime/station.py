@@ -188,6 +188,8 @@ class Station:
             f"  model    {c.model.path} sha256 {self.model_sha256} backend {backend}",
             f"  profile  {self.profile_name or '-'} sha256 {self.profile_sha256 or '-'} "
             f"classes {','.join(m.classes)} budget {self.budget}",
+            "  verdict  "
+            + (f"ok bias {m.ok_bias:+.2f} (calibrated)" if m.ok_bias else "as trained (ok bias 0)"),
             f"  trigger  {c.trigger.mode}",
         ]
         if self.publisher is not None:
