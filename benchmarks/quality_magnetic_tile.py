@@ -958,6 +958,12 @@ def results_by_seed(
     return out
 
 
+def _median(vals: Sequence[float | None]) -> str:
+    """The median of the values that are there, formatted ("—" when none is)."""
+    present = [v for v in vals if v is not None]
+    return _f(float(np.median(present))) if present else "—"
+
+
 def operating_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) -> str:
     """Markdown: every method's defect AUROC and its test figures at the val-chosen bias
     for the goal's false-alarm ceiling (:func:`operating_point`), per seed and median."""
@@ -965,10 +971,7 @@ def operating_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) 
     if not keys:
         return ""
 
-    def med(vals: list[float | None]) -> str:
-        vals = [v for v in vals if v is not None]
-        return _f(float(np.median(vals))) if vals else "—"
-
+    med = _median
     rows = []
     for k in keys:
         runs = dict(sorted(by_seed[k].items()))
@@ -1016,8 +1019,7 @@ def seeds_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) -> s
         return ""
 
     def med(runs: dict[int, dict], name: str) -> str:
-        vals = [r[name] for r in runs.values() if r[name] is not None]
-        return _f(float(np.median(vals))) if vals else "—"
+        return _median([r[name] for r in runs.values()])
 
     rows = []
     for k in keys:
