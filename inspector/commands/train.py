@@ -119,9 +119,11 @@ def run_eval(args: argparse.Namespace) -> int:
             "balanced_accuracy",
             "defect_recall",
             "false_alarm_rate",
+            "defect_auroc",
             "mean_steps",
             "pixel_fraction",
         )
     }
+    summary["ok_bias"] = policy.meta.ok_bias
     print(json.dumps(summary))
     return 0

@@ -84,12 +84,14 @@ def test_eval_writes_the_documented_json(smoke_run, tmp_path):
         "balanced_accuracy",
         "defect_recall",
         "false_alarm_rate",
+        "defect_auroc",
         "confusion",
         "mean_steps",
         "pixel_fraction",
         "per_class_recall",
     ):
         assert key in r, key
+    assert r["defect_auroc"] is None or 0.0 <= r["defect_auroc"] <= 1.0
     assert r["episodes"] == 30
     assert sum(map(sum, r["confusion"])) == 30
     assert 0.0 <= r["pixel_fraction"] <= r["mean_steps"]
