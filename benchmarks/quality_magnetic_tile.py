@@ -760,6 +760,79 @@ def run_agent(
     }
 
 
+def reselect(
+    out_dir: Path,
+    runs_dir: Path,
+    key: str,
+    suffix: str,
+    root: str | Path,
+    val_episodes: int = 100_000,
+    test_episodes: int = 100_000,
+) -> dict[str, Any]:
+    """``key + "_sauc"`` from the saved run ``key`` (kept by val balanced accuracy): the
+    chunk with the best val defect AUROC among its chunk-end checkpoints, then test.
+
+    Which chunk is kept does not change training, so this is the run
+    ``--agent-select-auroc`` would have made with the same chunks, without training it
+    again. Each checkpoint is first checked against the val balanced accuracy recorded
+    for it.
+
+    :raises RuntimeError: the run, a checkpoint, or its recorded val figure is missing.
+    """
+    src_path = out_dir / f"{key}{suffix}.json"
+    run_dir = runs_dir / f"{key}{suffix}"
+    state_path = run_dir / "state.json"
+    if not src_path.is_file() or not state_path.is_file():
+        raise RuntimeError(f"reselect: no saved run {key}{suffix} to re-select from")
+    src = json.loads(src_path.read_text())
+    state = json.loads(state_path.read_text())
+    new_key = key + "_sauc"
+    new_dir = runs_dir / f"{new_key}{suffix}"
+    side = ("profile.yaml", "profile.sha256", "config.yaml")
+
+    def stage(steps: int, dest: Path) -> Path:
+        ckpt = run_dir / "run" / "checkpoints" / f"ckpt_{steps:09d}.zip"
+        if not ckpt.is_file():
+            raise RuntimeError(f"reselect: checkpoint {ckpt} is missing")
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ckpt, dest / "model.zip")
+        for name in side:
+            shutil.copyfile(run_dir / "best" / name, dest / name)
+        return dest
+
+    entries, best = [], None
+    for h in state["history"]:
+        m = _eval_agent(stage(h["steps"], new_dir / "candidate"), root, "val", val_episodes)
+        if abs(m["balanced_accuracy"] - h["balanced_accuracy"]) > 1e-9:
+            raise RuntimeError(
+                f"reselect: checkpoint at {h['steps']} steps gives val balanced accuracy"
+                f" {m['balanced_accuracy']:.4f}, the run recorded {h['balanced_accuracy']:.4f}"
+            )
+        entry = {**h, "defect_auroc": m["defect_auroc"]}
+        entries.append(entry)
+        if best is None or _better(entry, best, "defect_auroc"):
+            best = entry
+        print(
+            f"  reselect {h['steps']} steps: val AUROC {_f(m['defect_auroc'])},"
+            f" balanced {m['balanced_accuracy']:.3f}",
+            flush=True,
+        )
+    if best is None:
+        raise RuntimeError(f"reselect: {key}{suffix} has no chunks")
+    shutil.rmtree(new_dir / "candidate", ignore_errors=True)
+    best_dir = stage(best["steps"], new_dir / "best")
+    return {
+        **src,
+        "best_val": best,
+        "history": entries,
+        "select": "defect_auroc",
+        "reselected_from": f"{key}{suffix}",
+        "model": str(best_dir.relative_to(ROOT) if best_dir.is_relative_to(ROOT) else best_dir),
+        "test": _eval_agent(best_dir, root, "test", test_episodes),
+        "operating_point": agent_operating_point(best_dir, root, val_episodes, test_episodes),
+    }
+
+
 # -- report ---------------------------------------------------------------------------------
 def _f(v: Any, digits: int = 3) -> str:
     return "—" if v is None else f"{v:.{digits}f}"
@@ -1260,6 +1333,13 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the chunk with the best val defect AUROC (default: val balanced accuracy)",
     )
     ap.add_argument(
+        "--reselect",
+        action="store_true",
+        help="with --agent-select-auroc: derive that run from the saved one with the same"
+        " flags (kept by val balanced accuracy), re-picking among its chunk checkpoints"
+        " (training does not depend on the choice), training nothing",
+    )
+    ap.add_argument(
         "--agent-perception-epochs",
         type=non_negative_int,
         default=0,
@@ -1276,6 +1356,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--agent-all-levels needs --agent-perception N (it chooses the crops' levels)")
     if args.agent_overview_evidence and not args.agent_evidence:
         ap.error("--agent-overview-evidence needs --agent-evidence (the head it reuses)")
+    if args.reselect and not args.agent_select_auroc:
+        ap.error("--reselect needs --agent-select-auroc (the choice it re-makes)")
     if args.agent_perception_epochs and not args.agent_perception:
         ap.error("--agent-perception-epochs needs --agent-perception N (the pretraining it sets)")
     if args.agent_freeze and not args.agent_perception:
@@ -1337,7 +1419,9 @@ def main(argv: list[str] | None = None) -> int:
         if meth not in methods:
             continue
         print(f"{key}: {budget_s:.0f} s budget, seed {args.seed}", flush=True)
-        if meth == "agent":
+        if meth == "agent" and args.reselect:
+            r = reselect(out_dir, RUNS / mode, key.removesuffix("_sauc"), suffix, root)
+        elif meth == "agent":
             run_dir = RUNS / mode / f"{key}{suffix}"
             if args.force and run_dir.exists():
                 shutil.rmtree(run_dir)

@@ -128,6 +128,31 @@ def test_tiling_threshold_is_an_ok_bias(scores, thr):
     ]
 
 
+def test_reselect_re_picks_the_kept_chunk_by_val_auroc(magnetic_tile, tmp_path):
+    import torch
+
+    torch.set_num_threads(1)
+    cfg = q.agent_config(
+        0, n_envs=1, n_steps=32, batch_size=32, n_epochs=1, cnn_channels=4, features_dim=16
+    )
+    cfg = cfg.replace(bc_samples=32, bc_epochs=1)
+    out_dir, runs_dir, suffix = tmp_path / "results", tmp_path / "runs", "_s0_1s"
+    out_dir.mkdir()
+    kw = dict(first_chunk=32, chunk=32, cfg=cfg, val_episodes=4, test_episodes=3)
+    r = q.run_agent(magnetic_tile, 8.0, 0, runs_dir / f"agent{suffix}", **kw)
+    assert len(r["history"]) >= 2  # several chunks to choose from
+    (out_dir / f"agent{suffix}.json").write_text(json.dumps(r))
+    d = q.reselect(out_dir, runs_dir, "agent", suffix, magnetic_tile, 4, 3)
+    assert d["reselected_from"] == "agent_s0_1s" and d["select"] == "defect_auroc"
+    assert [e["steps"] for e in d["history"]] == [e["steps"] for e in r["history"]]
+    best = max(d["history"], key=lambda e: (e["defect_auroc"] or -1, e["balanced_accuracy"]))
+    assert d["best_val"]["defect_auroc"] == best["defect_auroc"]
+    assert (runs_dir / "agent_sauc_s0_1s" / "best" / "model.zip").is_file()
+    assert d["test"]["episodes"] == 3
+    with pytest.raises(RuntimeError, match="no saved run"):
+        q.reselect(out_dir, runs_dir, "agent_pp8000", suffix, magnetic_tile)
+
+
 def test_agent_chunks_resume_and_report(magnetic_tile, tmp_path):
     import torch
 
