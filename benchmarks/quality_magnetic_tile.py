@@ -403,23 +403,20 @@ def operating_point(
         probabilities are those of the run that produced the saved result.
     """
     from inspector.errors import InspectorError
-    from inspector.runtime.operating_point import choose_bias, defect_auroc, rates, verdicts_at
+    from inspector.runtime.operating_point import choose_bias, defect_auroc, rates_at
 
     (pv, yv), (pt, yt) = val, test
-    own = rates(verdicts_at(pt, outcome_matrix, np.array([as_run])), yt, pt.shape[1])
     out: dict[str, Any] = {
         "false_alarm_ceiling": ceiling,
         "auroc_val": defect_auroc(pv, yv != 0),
         "auroc_test": defect_auroc(pt, yt != 0),
-        "test_as_run": {k: float(v[0]) for k, v in own.items()},
+        "test_as_run": rates_at(pt, yt, outcome_matrix, as_run),
     }
     try:
         bias, at_val = choose_bias(pv, yv, outcome_matrix, "max_false_alarms", ceiling)
     except InspectorError as exc:
         return {**out, "error": str(exc)}
-    at_test = rates(verdicts_at(pt, outcome_matrix, np.array([bias])), yt, pv.shape[1])
-    at_test_1 = {k: float(v[0]) for k, v in at_test.items()}
-    return {**out, "ok_bias": bias, "val": at_val, "test": at_test_1}
+    return {**out, "ok_bias": bias, "val": at_val, "test": rates_at(pt, yt, outcome_matrix, bias)}
 
 
 def tiling_probs(sc: dict[str, np.ndarray], n_classes: int, ok: int) -> np.ndarray:
@@ -436,14 +433,12 @@ def agent_probs(
 ) -> tuple[np.ndarray, np.ndarray, Any]:
     """The agent's class probabilities at each decision on a split: (probs, labels, R)."""
     from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
-    from inspector.train.evaluate import run_parts
+    from inspector.train.evaluate import part_probabilities
 
     model, profile, sha = load_trained(model_dir)
     policy = TorchPolicy(model, meta_for_model(model, profile, sha))
-    labels, decisions, _ = run_parts(policy, "folder", camera_params(root, split), episodes)
-    idx = {c: i for i, c in enumerate(policy.classes)}
-    probs = np.stack([d.probabilities for d in decisions])
-    return probs, np.asarray([idx[c] for c in labels]), policy.meta.outcome_matrix
+    probs, y = part_probabilities(policy, "folder", camera_params(root, split), episodes)
+    return probs, y, policy.meta.outcome_matrix
 
 
 def agent_operating_point(

@@ -65,12 +65,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     """Choose the ok bias and store it with the model."""
-    import numpy as np
-
     from inspector.camera import parse_params
     from inspector.errors import InspectorError
-    from inspector.runtime.operating_point import OperatingPoint, choose_bias, rates, verdicts_at
-    from inspector.train.evaluate import run_parts
+    from inspector.runtime.operating_point import OperatingPoint, choose_bias, rates_at
+    from inspector.train.evaluate import part_probabilities
 
     path = Path(args.model)
     suffix = path.suffix.lower()
@@ -98,16 +96,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
     policy = load_policy(path, allow_torch=True)
     meta = policy.meta
-    labels, decisions, _ = run_parts(policy, args.camera, params, args.episodes)
-    idx = {c: i for i, c in enumerate(meta.classes)}
-    y = np.asarray([idx[c] for c in labels])
-    probs = np.stack([d.probabilities for d in decisions])
+    probs, y = part_probabilities(policy, args.camera, params, args.episodes)
     bias, at_bias = choose_bias(probs, y, meta.outcome_matrix, objective, target)
-    zero = rates(verdicts_at(probs, meta.outcome_matrix, np.zeros(1)), y, len(meta.classes))
-    at_zero = {k: float(v[0]) for k, v in zero.items()}
-    source = f"{args.camera} " + " ".join(f"{k}={v}" for k, v in sorted(params.items()))
+    at_zero = rates_at(probs, y, meta.outcome_matrix, 0.0)
+    source = " ".join([args.camera, *(f"{k}={v}" for k, v in sorted(params.items()))])
     print(
-        f"calibrate: {len(labels)} parts from {source.strip()}, objective {objective}"
+        f"calibrate: {len(y)} parts from {source}, objective {objective}"
         + (f" {target:g}" if target is not None else "")
     )
     for name, r, b in (("as trained", at_zero, 0.0), ("chosen", at_bias, bias)):
@@ -130,8 +124,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         objective=objective,
         target=target,
         model_sha256=sha256_file(run_dir / "model.zip"),
-        frames=len(labels),
-        source=source.strip(),
+        frames=len(y),
+        source=source,
         at_bias=at_bias,
         at_zero=at_zero,
     )

@@ -70,19 +70,10 @@ def defect_auroc(probs: np.ndarray, is_defect: Sequence[bool], ok: int = 0) -> f
     pos, neg = s[y], s[~y]
     if not len(pos) or not len(neg):
         return None
-    # Mann-Whitney U through average ranks.
-    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
-    allv = np.concatenate([pos, neg])[order]
-    ranks = np.empty(len(allv))
-    i = 0
-    while i < len(allv):
-        j = i
-        while j + 1 < len(allv) and allv[j + 1] == allv[i]:
-            j += 1
-        ranks[i : j + 1] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    r = np.empty(len(allv))
-    r[order] = ranks
+    # Mann-Whitney U through average ranks (tied scores share the mean of their ranks).
+    _, inv, counts = np.unique(np.concatenate([pos, neg]), return_inverse=True, return_counts=True)
+    last = np.cumsum(counts)
+    r = (last - (counts - 1) / 2.0)[inv]
     u = r[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2.0
     return float(u / (len(pos) * len(neg)))
 
@@ -114,6 +105,14 @@ def rates(verdicts: np.ndarray, labels: np.ndarray, n_classes: int, ok: int = 0)
     fa = (v[:, good] != ok).mean(axis=1) if good.any() else np.full(len(v), np.nan)
     balanced = per_class.mean(axis=1)
     return {"balanced_accuracy": balanced, "defect_recall": recall, "false_alarm_rate": fa}
+
+
+def rates_at(
+    probs: np.ndarray, labels: np.ndarray, outcome_matrix: np.ndarray, ok_bias: float
+) -> dict[str, float]:
+    """:func:`rates` of the verdicts at one ok bias."""
+    v = verdicts_at(probs, outcome_matrix, np.array([ok_bias]))
+    return {k: float(x[0]) for k, x in rates(v, labels, np.shape(probs)[1]).items()}
 
 
 def choose_bias(

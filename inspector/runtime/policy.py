@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import ModelError
+from inspector.runtime.operating_point import shift_ok
 
 INPUT_NAMES = ("glimpse", "overview", "state")
 OUTPUT_NAMES = ("action_logits", "class_probs", "value")
@@ -121,8 +122,6 @@ def decide_verdict(probs: np.ndarray, outcome_matrix: np.ndarray, ok_bias: float
 
     :param ok_bias: the operating point: log-odds added to the ok class (index 0) first.
     """
-    from inspector.runtime.operating_point import shift_ok
-
     p = shift_ok(np.asarray(probs, dtype=np.float64), ok_bias)
     m = np.asarray(outcome_matrix, dtype=np.float64)
     if not np.any(m):

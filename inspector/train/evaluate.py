@@ -150,6 +150,17 @@ def run_parts(
     return labels, decisions, kept
 
 
+def part_probabilities(
+    policy: Policy, camera: str, camera_params: Mapping[str, Any] | None, episodes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`run_parts`, as the class probabilities at each part's decision [N, C] and
+    the parts' true class indices [N] (what an operating point is chosen from)."""
+    labels, decisions, _ = run_parts(policy, camera, camera_params, episodes)
+    idx = {c: i for i, c in enumerate(policy.meta.classes)}
+    probs = np.stack([d.probabilities for d in decisions])
+    return probs, np.asarray([idx[c] for c in labels])
+
+
 def write_report(
     result: Mapping[str, Any], kept: list, out_json: Path, out_png: Path | None
 ) -> None:
