@@ -48,6 +48,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -1032,6 +1033,22 @@ def _median(vals: Sequence[float | None]) -> str:
     return _f(float(np.median(present))) if present else "—"
 
 
+def _seed_row(
+    label: str,
+    runs: dict[int, dict],
+    shown: Sequence[tuple[Callable[[dict], Any], int]],
+    medians: Sequence[Callable[[dict], Any]],
+) -> list[str]:
+    """A table row of one method over seeds: its name, the seeds, each seed's ``shown``
+    figures (getter, digits) as "seed: a / b / c", then the median of each of ``medians``."""
+    runs = dict(sorted(runs.items()))
+    per = ", ".join(
+        f"{s}: " + " / ".join(_f(get(r), digits) for get, digits in shown) for s, r in runs.items()
+    )
+    cells = [_median([get(r) for r in runs.values()]) for get in medians]
+    return [label, ",".join(str(s) for s in runs), per, *cells]
+
+
 def operating_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) -> str:
     """Markdown: every method's defect AUROC and its test figures at the val-chosen bias
     for the goal's false-alarm ceiling (:func:`operating_point`), per seed and median."""
@@ -1039,27 +1056,22 @@ def operating_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) 
     if not keys:
         return ""
 
-    med = _median
-    rows = []
-    for k in keys:
-        runs = dict(sorted(by_seed[k].items()))
-        test = {s: op.get("test") or {} for s, op in runs.items()}
-        per = ", ".join(
-            f"{s}: {_f(op.get('auroc_test'))} / {_f(test[s].get('defect_recall'), 2)} /"
-            f" {_f(test[s].get('false_alarm_rate'), 2)}"
-            for s, op in runs.items()
+    def at(name: str) -> Callable[[dict], Any]:
+        return lambda op: (op.get("test") or {}).get(name)
+
+    def auroc(op: dict) -> Any:
+        return op.get("auroc_test")
+
+    recall, fa = at("defect_recall"), at("false_alarm_rate")
+    rows = [
+        _seed_row(
+            names.get(k) or agent_name(k),
+            by_seed[k],
+            shown=[(auroc, 3), (recall, 2), (fa, 2)],
+            medians=[auroc, recall, fa, at("balanced_accuracy")],
         )
-        rows.append(
-            [
-                names.get(k) or agent_name(k),
-                ",".join(str(s) for s in runs),
-                per,
-                med([op.get("auroc_test") for op in runs.values()]),
-                med([t.get("defect_recall") for t in test.values()]),
-                med([t.get("false_alarm_rate") for t in test.values()]),
-                med([t.get("balanced_accuracy") for t in test.values()]),
-            ]
-        )
+        for k in keys
+    ]
     ceiling = next(iter(next(iter(by_seed.values())).values()))["false_alarm_ceiling"]
     header = [
         "method",
@@ -1086,27 +1098,16 @@ def seeds_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) -> s
     if not keys:
         return ""
 
-    def med(runs: dict[int, dict], name: str) -> str:
-        return _median([r[name] for r in runs.values()])
-
-    rows = []
-    for k in keys:
-        runs = dict(sorted(by_seed[k].items()))
-        per = ", ".join(
-            f"{s}: {_f(r['balanced_accuracy'])} / {_f(r['defect_recall'])} /"
-            f" {_f(r['false_alarm_rate'])}"
-            for s, r in runs.items()
+    figures = [itemgetter(n) for n in ("balanced_accuracy", "defect_recall", "false_alarm_rate")]
+    rows = [
+        _seed_row(
+            names.get(k) or agent_name(k),
+            by_seed[k],
+            shown=[(get, 3) for get in figures],
+            medians=figures,
         )
-        rows.append(
-            [
-                names.get(k) or agent_name(k),
-                ",".join(str(s) for s in runs),
-                per,
-                med(runs, "balanced_accuracy"),
-                med(runs, "defect_recall"),
-                med(runs, "false_alarm_rate"),
-            ]
-        )
+        for k in keys
+    ]
     header = [
         "method (more than one seed)",
         "seeds",
