@@ -97,12 +97,18 @@ def run_one(
     weights: tuple[float, float, float] | None = None,
     memory: int = 0,
     evidence: bool = False,
+    all_levels: bool = False,
+    overview_evidence: bool = False,
 ):
     """Train one arm with one seed; evaluate every ``eval_every`` steps.
 
     :param memory: glimpses the observation remembers (the profile's ``scan.memory``,
         4 in lcd_panel.yaml) when not 0.
     :param evidence: the extractor's per-glimpse evidence head (TrainConfig.glimpse_evidence).
+    :param all_levels: arm (e)'s perception crops from every zoom level
+        (TrainConfig.perception_levels: all).
+    :param overview_evidence: the evidence head judges the overview too
+        (TrainConfig.overview_evidence; needs ``evidence``).
     """
     import torch
     from stable_baselines3 import PPO
@@ -130,7 +136,9 @@ def run_one(
     if fine_cnn:
         cfg = cfg.replace(cnn_fine=True)
     if evidence:
-        cfg = cfg.replace(glimpse_evidence=True)
+        cfg = cfg.replace(glimpse_evidence=True, overview_evidence=bool(overview_evidence))
+    if all_levels:
+        cfg = cfg.replace(perception_levels="all")
     if balanced_verdict:
         cfg = cfg.replace(verdict_balance=True, verdict_stop_weight=BALANCED_STOP_WEIGHT)
     if hybrid.get("w_sl", 0) > 0:
@@ -224,6 +232,8 @@ def run_one(
         "weights": [hybrid.get("w_rl", 1.0), hybrid.get("w_sl", 0.0), hybrid.get("w_kd", 0.0)],
         "memory": int(prof.scan.memory),
         "evidence": bool(evidence),
+        "perception_levels": cfg.perception_levels if n_pp else None,
+        "overview_evidence": bool(cfg.overview_evidence),
         "curve": curve,
         "wall_s": time.time() - t0,
     }
@@ -469,6 +479,10 @@ def describe_variant(tag: str) -> str:
             words.append(f"critic warm-up {int(tok[2:]):,} PPO steps")
         elif tok == "ev":
             words.append("per-glimpse evidence head")
+        elif tok == "ov":
+            words.append("evidence on the overview")
+        elif tok == "ms":
+            words.append("crops from every zoom level")
         elif tok.startswith("m") and tok[1:].isdigit():
             words.append(f"{int(tok[1:])} remembered glimpses")
         elif tok.startswith("pp"):
@@ -610,11 +624,27 @@ def main(argv: list[str] | None = None) -> int:
         " (e) pretrains it with --perception)",
     )
     ap.add_argument(
+        "--all-levels",
+        action="store_true",
+        help="arm (e): perception crops from every zoom level, not only native"
+        " (TrainConfig.perception_levels: all; needs --perception)",
+    )
+    ap.add_argument(
+        "--overview-evidence",
+        action="store_true",
+        help="every arm: the evidence head judges the overview too"
+        " (TrainConfig.overview_evidence; needs --evidence)",
+    )
+    ap.add_argument(
         "--report-only", action="store_true", help="write the table from the saved runs only"
     )
     args = ap.parse_args(argv)
     if args.freeze_perception and not args.perception:
         ap.error("--freeze-perception needs --perception N (there is nothing pretrained to keep)")
+    if args.all_levels and not args.perception:
+        ap.error("--all-levels needs --perception N (it chooses where those crops come from)")
+    if args.overview_evidence and not args.evidence:
+        ap.error("--overview-evidence needs --evidence (the head it reuses)")
     weights = None
     if args.weights:
         try:
@@ -638,12 +668,14 @@ def main(argv: list[str] | None = None) -> int:
             tag += "_fine" if args.fine_cnn else ""
             tag += "_bal" if args.balanced_verdict and arm == "e" else ""
             tag += f"_pp{args.perception}" if args.perception and arm == "e" else ""
+            tag += "_ms" if args.all_levels and args.perception and arm == "e" else ""
             tag += "_frz" if args.freeze_perception and arm == "e" else ""
             if weights is not None and arm == "e":
                 tag += "_w" + "-".join(f"{w:g}" for w in weights)
             tag += f"_cw{args.critic_warmup}" if args.critic_warmup and arm == "e" else ""
             tag += f"_m{args.memory}" if args.memory else ""
             tag += "_ev" if args.evidence else ""
+            tag += "_ov" if args.overview_evidence else ""
             path = out_dir / f"{arm}_{seed}_{budget}_b{STEP_BUDGET}{tag}.json"
             if path.exists() and not args.force:
                 results.append(json.loads(path.read_text()))
@@ -658,7 +690,8 @@ def main(argv: list[str] | None = None) -> int:
                         critic_warmup=args.critic_warmup,
                         freeze_perception=args.freeze_perception,
                         weights=weights, memory=args.memory,
-                        evidence=args.evidence)  # fmt: skip
+                        evidence=args.evidence, all_levels=args.all_levels,
+                        overview_evidence=args.overview_evidence)  # fmt: skip
             path.write_text(json.dumps(r, indent=1))
             last = r["curve"][-1]
             print(
@@ -745,7 +778,7 @@ def main(argv: list[str] | None = None) -> int:
             f"Full stack (e) configurations at {budget:,} steps (every saved run; flags"
             " `--fine-cnn`, `--balanced-verdict`, `--perception N`, `--freeze-perception`,"
             " `--weights RL,SL,KD`, `--critic-warmup N`, `--memory N`, `--evidence`,"
-            " `--bc-samples N`; the"
+            " `--overview-evidence`, `--all-levels`, `--bc-samples N`; the"
             " pretraining's crops and cloned steps count as env steps):",
             "",
             vbody.rstrip("\n"),

@@ -852,6 +852,7 @@ def report(
     threads: int = 1,
     by_seed: dict[str, dict[int, dict]] | None = None,
     op_by_seed: dict[str, dict[int, dict]] | None = None,
+    out_dir: Path | None = None,
 ) -> str:
     """The markdown section: the table, the goals, the agent's diagnosis.
 
@@ -859,6 +860,8 @@ def report(
         seed (:func:`results_by_seed`); methods run with more than one seed get a table of
         their own.
     :param op_by_seed: the same for the saved operating points (``field="operating_point"``).
+    :param out_dir: where the results are saved: runs at other budgets get their own
+        table (:func:`budgets_table`).
     """
     defects = [c for c in classes if c != ok_class]
     header = [
@@ -1006,7 +1009,9 @@ def report(
         ]
     seeds = seeds_table(by_seed or {}, names)
     ops = operating_table(op_by_seed or {}, names)
-    return body + "\n".join(notes + goal_lines) + "\n" + seeds + ops
+    budget_s = next(iter(results.values()))["budget_s"] if results else None
+    others = budgets_table(out_dir, budget_s, names) if out_dir and budget_s else ""
+    return body + "\n".join(notes + goal_lines) + "\n" + seeds + ops + others
 
 
 def results_by_seed(
@@ -1120,6 +1125,67 @@ def seeds_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) -> s
         "\nAcross seeds (same budget, test split; `--seed N` with the row's flags re-creates"
         " each run, `--methods tiling` / `--methods fullframe` each baseline's):\n\n"
         + table(header, rows)
+    )
+
+
+def budgets_table(out_dir: Path, budget_s: float, names: dict[str, str]) -> str:
+    """Markdown: the runs saved at other budgets than ``budget_s``, each beside the same
+    method and seed at ``budget_s``: does more training time move the figures?
+
+    Per run: test AUROC and recall / false alarms at the goal's operating point (its val-
+    chosen bias, as in :func:`operating_table`), then the as-trained balanced accuracy;
+    the same for that method and seed at the table's own budget ("—" where missing).
+    """
+    import re
+
+    pat = re.compile(r"^(.+)_s(\d+)_(\d+)s$")
+    runs: list[tuple[str, int, int, dict]] = []
+    for path in sorted(out_dir.glob("*_s*_*s.json")):
+        m = pat.match(path.stem)
+        if m and int(m[3]) != round(budget_s):
+            runs.append((m[1], int(m[3]), int(m[2]), json.loads(path.read_text())))
+    if not runs:
+        return ""
+
+    def figures(r: dict | None) -> str:
+        if r is None:
+            return "—"
+        op = r.get("operating_point") or {}
+        at = op.get("test") or {}
+        return " / ".join(
+            [
+                _f(op.get("auroc_test"), 3),
+                _f(at.get("defect_recall"), 2),
+                _f(at.get("false_alarm_rate"), 2),
+                _f(r["test"]["balanced_accuracy"], 3),
+            ]
+        )
+
+    rows = []
+    order = {k: i for i, k in enumerate(ordered_keys({k: None for k, *_ in runs}))}
+    for key, budget, seed, r in sorted(runs, key=lambda t: (t[1], order[t[0]], t[2])):
+        same = out_dir / f"{key}_s{seed}_{budget_s:.0f}s.json"
+        base = json.loads(same.read_text()) if same.exists() else None
+        rows.append(
+            [
+                names.get(key) or agent_name(key),
+                str(seed),
+                f"{budget / 60:g} / {r['spent_s'] / 60:.0f}",
+                figures(r),
+                figures(base),
+            ]
+        )
+    header = [
+        "method",
+        "seed",
+        "budget / spent min",
+        "test AUROC / recall / false alarms at the operating point / as-trained balanced acc",
+        f"the same at {budget_s / 60:g} min",
+    ]
+    return (
+        f"\nOther budgets (each run beside the same method and seed at {budget_s / 60:g} min;"
+        " `--budget-min N --seed S` with the row's flags re-creates it; the operating point"
+        " as above):\n\n" + table(header, rows)
     )
 
 
@@ -1492,6 +1558,7 @@ def main(argv: list[str] | None = None) -> int:
         threads=max(1, min(2, args.threads)),
         by_seed=results_by_seed(out_dir, budget_s),
         op_by_seed=results_by_seed(out_dir, budget_s, "operating_point"),
+        out_dir=out_dir,
     )
     print(body)
     have_all = all((m + tag if m == "agent" else m) in results for m in METHODS)

@@ -124,12 +124,13 @@ def test_learning_efficiency_pieces_run_at_a_tiny_size():
     r = le.run_one(
         "e", 0, 1024, eval_every=512, eval_parts=4, n_envs=2, bc_samples=256,
         balanced_verdict=True, perception=64, critic_warmup=512, freeze_perception=True,
-        weights=(0.5, 0.2, 0.3), memory=6, evidence=True,
+        weights=(0.5, 0.2, 0.3), memory=6, evidence=True, all_levels=True,
+        overview_evidence=True,
     )  # fmt: skip
     steps = [c["steps"] for c in r["curve"]]
     assert r["balanced_verdict"] and r["bc_samples"] == 256 and r["perception_samples"] == 64
     assert r["perception_frozen"] and r["weights"] == [0.5, 0.2, 0.3] and r["memory"] == 6
-    assert r["evidence"]
+    assert r["evidence"] and r["overview_evidence"] and r["perception_levels"] == "all"
     # The cloned steps and the crops count: the first evaluation comes after both.
     assert steps[0] == 256 + 64 and steps == sorted(steps)
     for c in r["curve"]:
@@ -166,4 +167,8 @@ def test_learning_efficiency_variants_table_groups_saved_full_stack_runs(tmp_pat
     assert le.describe_variant("_w0.3-0.2-0.5") == "hybrid weights 0.3 / 0.2 / 0.5"
     assert le.describe_variant("_fine_m8") == "full-resolution glimpse CNN, 8 remembered glimpses"
     assert le.describe_variant("_ev") == "per-glimpse evidence head"
+    assert le.describe_variant("_pp8000_ms_ev_ov") == (
+        "perception pretraining on 8,000 crops, crops from every zoom level,"
+        " per-glimpse evidence head, evidence on the overview"
+    )
     assert body.count("\n") == 4  # header, rule, two rows

@@ -271,6 +271,29 @@ def test_operating_points_get_a_table_with_medians(tmp_path):
     assert q.operating_table({}, {}) == ""
 
 
+def test_runs_at_other_budgets_sit_beside_the_same_seed_at_the_tables_budget(tmp_path):
+    def save(key, seed, budget, auroc, bal):
+        op = {"false_alarm_ceiling": 0.05, "auroc_test": auroc}
+        op["test"] = {"defect_recall": 0.5, "false_alarm_rate": 0.04, "balanced_accuracy": bal}
+        doc = {"test": {"balanced_accuracy": bal}, "operating_point": op, "spent_s": budget}
+        (tmp_path / f"{key}_s{seed}_{budget}s.json").write_text(json.dumps(doc))
+
+    save("agent_pp8000", 0, 1200, 0.9, 0.7)
+    save("agent_pp8000", 0, 2400, 0.95, 0.8)
+    save("tiling", 1, 2400, 0.85, 0.6)  # no run of seed 1 at 1200 s
+    assert q.budgets_table(tmp_path, 2400, {}) == q.budgets_table(tmp_path, 2400.0, {})
+    text = q.budgets_table(tmp_path, 1200, {"tiling": "tiling"})
+    rows = [r for r in text.splitlines() if r.startswith("| agent") or r.startswith("| tiling")]
+    assert len(rows) == 2  # the 1200 s run is the table's own budget: not a row
+    agent = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert agent[1:3] == ["0", "40 / 40"]
+    assert agent[3:] == ["0.950 / 0.50 / 0.04 / 0.800", "0.900 / 0.50 / 0.04 / 0.700"]
+    tiling = [c.strip() for c in rows[1].strip("|").split("|")]
+    assert tiling[0] == "tiling" and tiling[-1] == "—"
+    assert "at 20 min" in text
+    assert q.budgets_table(tmp_path / "none", 1200, {}) == ""
+
+
 def test_the_kept_chunk_follows_the_selection_figure():
     a = {"balanced_accuracy": 0.6, "defect_auroc": 0.9}
     b = {"balanced_accuracy": 0.7, "defect_auroc": 0.85}
