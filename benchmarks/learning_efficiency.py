@@ -99,6 +99,7 @@ def run_one(
     evidence: bool = False,
     all_levels: bool = False,
     overview_evidence: bool = False,
+    calibrate: int = 0,
 ):
     """Train one arm with one seed; evaluate every ``eval_every`` steps.
 
@@ -109,6 +110,9 @@ def run_one(
         (TrainConfig.perception_levels: all).
     :param overview_evidence: the evidence head judges the overview too
         (TrainConfig.overview_evidence; needs ``evidence``).
+    :param calibrate: at each evaluation, also choose the ok bias on this many other
+        labelled parts (``inspector calibrate``'s balanced objective) and score the
+        evaluation parts at that bias (:func:`calibrated_eval`); 0: raw verdicts only.
     """
     import torch
     from stable_baselines3 import PPO
@@ -120,7 +124,7 @@ def run_one(
     from inspector.runtime.torch_backend import TorchPolicy, meta_for_model
     from inspector.scan import ACTIONS
     from inspector.train.config import TrainConfig
-    from inspector.train.evaluate import evaluate
+    from inspector.train.evaluate import metrics, run_parts
     from inspector.train.hybrid import HybridPPO
     from inspector.train.runner import ppo_kwargs, pretrain, pretrain_perception
 
@@ -205,14 +209,20 @@ def run_one(
 
     def do_eval(steps):
         pol = TorchPolicy(model, meta)
-        m, _ = evaluate(pol, "synthetic", {**CAMERA, "seed": 10_000 + seed}, eval_parts)
-        return {
+        labels, decisions, _ = run_parts(
+            pol, "synthetic", {**CAMERA, "seed": 10_000 + seed}, eval_parts
+        )
+        m = metrics(meta.classes, meta.classes[0], labels, decisions)
+        point = {
             "steps": int(steps) + offset,
             "accuracy": m["accuracy"],
             "per_class_recall": m["per_class_recall"],
             "mean_steps": m["mean_steps"],
             "native_share": m["native_share"],
         }
+        if calibrate:
+            point["calibrated"] = calibrated_eval(pol, seed, calibrate, labels, decisions)
+        return point
 
     t0 = time.time()
     if offset:
@@ -234,9 +244,38 @@ def run_one(
         "evidence": bool(evidence),
         "perception_levels": cfg.perception_levels if n_pp else None,
         "overview_evidence": bool(cfg.overview_evidence),
+        "calibrate_parts": int(calibrate),
         "curve": curve,
         "wall_s": time.time() - t0,
     }
+
+
+def calibrated_eval(policy, seed: int, parts: int, labels, decisions) -> dict:
+    """The evaluation parts' figures at the ok bias chosen on ``parts`` other parts.
+
+    The bias is what ``inspector calibrate`` (balanced objective) would store for this
+    model: chosen on labelled parts drawn with another seed than the evaluation parts
+    (``20_000 + seed``), then applied to the evaluation parts' decisions. The bias only
+    moves the final verdict, not the search, so the evaluation episodes need not be
+    run again.
+
+    :param labels: the evaluation parts' true classes; ``decisions``: their decisions
+        at bias 0 (:func:`inspector.train.evaluate.run_parts`).
+    :returns: ``ok_bias``, ``accuracy`` and ``per_class_recall`` at that bias.
+    """
+    from inspector.runtime.operating_point import choose_bias, verdicts_at
+    from inspector.train.evaluate import part_probabilities
+
+    meta = policy.meta
+    probs, y = part_probabilities(policy, "synthetic", {**CAMERA, "seed": 20_000 + seed}, parts)
+    bias, _ = choose_bias(probs, y, meta.outcome_matrix, "balanced")
+    idx = {c: i for i, c in enumerate(meta.classes)}
+    truth = np.asarray([idx[c] for c in labels])
+    p_eval = np.stack([d.probabilities for d in decisions])
+    v = verdicts_at(p_eval, meta.outcome_matrix, np.array([bias]))[0]
+    recall = {c: float((v[truth == i] == i).mean()) if (truth == i).any() else None
+              for c, i in idx.items()}  # fmt: skip
+    return {"ok_bias": bias, "accuracy": float((v == truth).mean()), "per_class_recall": recall}
 
 
 def search_ceiling(parts: int, seed: int = 0) -> dict:
@@ -404,10 +443,15 @@ def perception_probe(samples: int = 12_000, epochs: int = 12, seed: int = 0) -> 
     return out
 
 
-def steps_to(curve: list[dict], target: float) -> int | None:
-    """First evaluated step count with accuracy >= target, else None."""
+def steps_to(curve: list[dict], target: float, calibrated: bool = False) -> int | None:
+    """First evaluated step count with accuracy >= target, else None.
+
+    :param calibrated: use the accuracy at the calibrated ok bias (:func:`calibrated_eval`;
+        evaluations without it never count).
+    """
     for c in curve:
-        if c["accuracy"] >= target:
+        acc = (c.get("calibrated") or {}).get("accuracy") if calibrated else c["accuracy"]
+        if acc is not None and acc >= target:
             return c["steps"]
     return None
 
@@ -481,6 +525,8 @@ def describe_variant(tag: str) -> str:
             words.append("per-glimpse evidence head")
         elif tok == "ov":
             words.append("evidence on the overview")
+        elif tok.startswith("cal") and tok[3:].isdigit():
+            words.append(f"ok bias calibrated on {int(tok[3:])} other parts")
         elif tok == "ms":
             words.append("crops from every zoom level")
         elif tok.startswith("m") and tok[1:].isdigit():
@@ -527,6 +573,24 @@ def variants_table(out_dir: Path, budget: int, target: float) -> tuple[str, list
             "best": float(np.median([max(c["accuracy"] for c in r["curve"]) for r in rs])),
             "final": float(np.median([f["accuracy"] for f in final])),
         }
+        if all(r.get("calibrate_parts") for r in rs):
+            cal = [steps_to(r["curve"], target, calibrated=True) for r in rs]
+            row["calibrated"] = {
+                "median_steps": float(np.median([h if h is not None else budget for h in cal])),
+                "reached": sum(h is not None for h in cal),
+                "best": float(
+                    np.median(
+                        [
+                            max(
+                                c["calibrated"]["accuracy"] for c in r["curve"] if "calibrated" in c
+                            )
+                            for r in rs
+                        ]
+                    )
+                ),
+                "final": float(np.median([f["calibrated"]["accuracy"] for f in final])),
+            }
+        cal_row = row.get("calibrated")
         out.append(row)
         rows.append(
             [
@@ -540,6 +604,12 @@ def variants_table(out_dir: Path, budget: int, target: float) -> tuple[str, list
                 " / ".join(f"{recall[c]:.2f}" for c in ("ok", "line", "point")),
                 f"{np.mean([f['mean_steps'] for f in final]):.1f}",
                 f"{np.mean([f['native_share'] for f in final]):.2f}",
+                "-"
+                if cal_row is None
+                else f"{cal_row['median_steps']:,.0f}"
+                + ("" if cal_row["reached"] == len(rs) else " (cap)")
+                + f", {cal_row['reached']}/{len(rs)}"
+                + f", {cal_row['best']:.3f}, {cal_row['final']:.3f}",
             ]
         )
     header = [
@@ -553,6 +623,7 @@ def variants_table(out_dir: Path, budget: int, target: float) -> tuple[str, list
         "final recall ok / line / point",
         "mean steps/part",
         "native share",
+        f"calibrated ok bias: steps to {target:.0%}, reached, best, final acc (median)",
     ]
     return (table(header, rows) if rows else ""), out
 
@@ -636,6 +707,14 @@ def main(argv: list[str] | None = None) -> int:
         " (TrainConfig.overview_evidence; needs --evidence)",
     )
     ap.add_argument(
+        "--calibrate",
+        type=non_negative_int,
+        default=0,
+        help="every arm: at each evaluation also score the evaluation parts at the ok bias"
+        " chosen on this many other labelled parts (as `inspector calibrate` does; not"
+        " training steps)",
+    )
+    ap.add_argument(
         "--report-only", action="store_true", help="write the table from the saved runs only"
     )
     args = ap.parse_args(argv)
@@ -676,6 +755,7 @@ def main(argv: list[str] | None = None) -> int:
             tag += f"_m{args.memory}" if args.memory else ""
             tag += "_ev" if args.evidence else ""
             tag += "_ov" if args.overview_evidence else ""
+            tag += f"_cal{args.calibrate}" if args.calibrate else ""
             path = out_dir / f"{arm}_{seed}_{budget}_b{STEP_BUDGET}{tag}.json"
             if path.exists() and not args.force:
                 results.append(json.loads(path.read_text()))
@@ -691,7 +771,8 @@ def main(argv: list[str] | None = None) -> int:
                         freeze_perception=args.freeze_perception,
                         weights=weights, memory=args.memory,
                         evidence=args.evidence, all_levels=args.all_levels,
-                        overview_evidence=args.overview_evidence)  # fmt: skip
+                        overview_evidence=args.overview_evidence,
+                        calibrate=args.calibrate)  # fmt: skip
             path.write_text(json.dumps(r, indent=1))
             last = r["curve"][-1]
             print(
@@ -778,7 +859,7 @@ def main(argv: list[str] | None = None) -> int:
             f"Full stack (e) configurations at {budget:,} steps (every saved run; flags"
             " `--fine-cnn`, `--balanced-verdict`, `--perception N`, `--freeze-perception`,"
             " `--weights RL,SL,KD`, `--critic-warmup N`, `--memory N`, `--evidence`,"
-            " `--overview-evidence`, `--all-levels`, `--bc-samples N`; the"
+            " `--overview-evidence`, `--all-levels`, `--calibrate N`, `--bc-samples N`; the"
             " pretraining's crops and cloned steps count as env steps):",
             "",
             vbody.rstrip("\n"),

@@ -125,7 +125,7 @@ def test_learning_efficiency_pieces_run_at_a_tiny_size():
         "e", 0, 1024, eval_every=512, eval_parts=4, n_envs=2, bc_samples=256,
         balanced_verdict=True, perception=64, critic_warmup=512, freeze_perception=True,
         weights=(0.5, 0.2, 0.3), memory=6, evidence=True, all_levels=True,
-        overview_evidence=True,
+        overview_evidence=True, calibrate=6,
     )  # fmt: skip
     steps = [c["steps"] for c in r["curve"]]
     assert r["balanced_verdict"] and r["bc_samples"] == 256 and r["perception_samples"] == 64
@@ -135,6 +135,10 @@ def test_learning_efficiency_pieces_run_at_a_tiny_size():
     assert steps[0] == 256 + 64 and steps == sorted(steps)
     for c in r["curve"]:
         assert 0.0 <= c["accuracy"] <= 1.0 and 0.0 <= c["native_share"] <= 1.0
+        cal = c["calibrated"]
+        assert 0.0 <= cal["accuracy"] <= 1.0 and -20.0 <= cal["ok_bias"] <= 20.0
+        assert set(cal["per_class_recall"]) == {"ok", "line", "point"}
+    assert r["calibrate_parts"] == 6
     body, med = le.summarise([r], 0.9, 1024)
     assert "(e)" in body and med["e"] == (le.steps_to(r["curve"], 0.9) or 1024)
 
@@ -172,3 +176,33 @@ def test_learning_efficiency_variants_table_groups_saved_full_stack_runs(tmp_pat
         " per-glimpse evidence head, evidence on the overview"
     )
     assert body.count("\n") == 4  # header, rule, two rows
+    assert "calibrated" not in plain  # runs without --calibrate: no calibrated figures
+
+
+def test_learning_efficiency_counts_calibrated_accuracy_only_where_it_was_measured(tmp_path):
+    import json
+
+    import benchmarks.learning_efficiency as le
+
+    def point(steps, raw, cal):
+        c = {"steps": steps, "accuracy": raw, "mean_steps": 5.0, "native_share": 0.5,
+             "per_class_recall": {"ok": 0.0, "line": 1.0, "point": 1.0}}  # fmt: skip
+        if cal is not None:
+            c["calibrated"] = {"ok_bias": 1.5, "accuracy": cal, "per_class_recall": {}}
+        return c
+
+    curve = [point(1000, 0.6, None), point(2000, 0.65, 0.92), point(3000, 0.62, 0.88)]
+    assert le.steps_to(curve, 0.9) is None
+    assert le.steps_to(curve, 0.9, calibrated=True) == 2000
+    run = {"arm": "e", "seed": 0, "bc_samples": 1000, "calibrate_parts": 150, "curve": curve}
+    b = le.STEP_BUDGET
+    (tmp_path / f"e_0_4096_b{b}_bc1000_cal150.json").write_text(json.dumps(run))
+    run1 = {**run, "seed": 1, "curve": [point(1000, 0.5, 0.7), point(4000, 0.5, 0.8)]}
+    (tmp_path / f"e_1_4096_b{b}_bc1000_cal150.json").write_text(json.dumps(run1))
+    body, (row,) = le.variants_table(tmp_path, 4096, 0.9)
+    assert row["reached"] == 0 and row["variant"].endswith("ok bias calibrated on 150 other parts")
+    cal = row["calibrated"]
+    # Seed 0 reached 90 % calibrated at 2,000 steps, seed 1 never (the budget).
+    assert cal["reached"] == 1 and cal["median_steps"] == (2000 + 4096) / 2
+    assert cal["best"] == (0.92 + 0.8) / 2 and cal["final"] == (0.88 + 0.8) / 2
+    assert "3,048 (cap), 1/2, 0.860, 0.840" in body
