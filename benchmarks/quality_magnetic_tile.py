@@ -1277,7 +1277,8 @@ def rescore(
     force: bool = False,
 ) -> None:
     """Add :func:`operating_point` to the saved results ending in ``suffix`` whose models
-    are still there (agents: their ``best/`` run; baselines: ``<method>_s<seed>.pt``)."""
+    are still there (agents: their ``best/`` run; baselines: ``<method>_s<seed>_<budget>s.pt``,
+    or ``<method>_s<seed>.pt`` as saved at the default budget before budgets varied)."""
     import torch
 
     from inspector.profile import load_profile
@@ -1296,7 +1297,10 @@ def rescore(
                 continue
             op = agent_operating_point(model, root)
         elif key in ("tiling", "fullframe"):
-            pt = runs_dir / f"{key}{suffix.rsplit('_', 1)[0]}.pt"
+            pt = runs_dir / f"{key}{suffix}.pt"
+            legacy = runs_dir / f"{key}{suffix.rsplit('_', 1)[0]}.pt"  # before budgets varied
+            if not pt.is_file() and suffix.endswith("_1200s") and legacy.is_file():
+                pt = legacy
             if not pt.is_file():
                 print(f"rescore: {key}: no saved net {pt}; left as it is")
                 continue
@@ -1536,7 +1540,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             net_dir = RUNS / mode
             net_dir.mkdir(parents=True, exist_ok=True)
-            torch.save(r["_net"].state_dict(), net_dir / f"{meth}_s{args.seed}.pt")
+            torch.save(r["_net"].state_dict(), net_dir / f"{meth}{suffix}.pt")
         r = _public(r)
         path.write_text(json.dumps(r, indent=1))
         m = r["test"]
