@@ -864,6 +864,16 @@ def main(argv: list[str] | None = None) -> int:
             "",
             vbody.rstrip("\n"),
         ]
+        if any("calibrated" in v for v in variants):
+            notes += [
+                "",
+                "Calibrated column (`--calibrate N`): at every evaluation the ok bias that"
+                " `inspector calibrate` (balanced objective) would store is chosen on N other"
+                " labelled parts (camera seed 20,000 + seed), and the evaluation parts are"
+                " scored at it; the bias moves only the final verdict, so the search and the"
+                " raw figures are those of the same run. Calibration episodes are not counted"
+                " as training steps (like the evaluation episodes).",
+            ]
     if set(args.arms) != set("abcdef"):
         # The arm table would hold only these arms: keep the published one.
         print(body, flush=True)
