@@ -230,19 +230,37 @@ class Reporter:
                 self._cond.notify_all()
 
     def _commit(self, batch: list[Result]) -> list[Result]:
-        """Commit ``batch`` in one transaction; returns the results now durable."""
+        """Commit ``batch`` in one transaction; returns the results now durable.
+
+        When an id in the batch is already pending, the results are committed one by
+        one and the repeated one is left out. Should the disk fail part-way through
+        that, the results committed so far are returned (so they count as committed)
+        and the rest go back to the front of the queue, to be retried.
+
+        :raises StationError: the commit failed before any result of the batch was durable.
+        """
         try:
             self.outbox.put_many(batch)
             return batch
         except ValueError:
             pass  # an id already pending (a caller reported one result twice)
         done = []
-        for r in batch:
+        for i, r in enumerate(batch):
             try:
                 self.outbox.put(r)
             except ValueError as exc:
                 log.error("result %s not committed twice: %s", r.id, exc)
                 continue
+            except StationError as exc:
+                if not done:
+                    raise
+                self.commit_errors += 1
+                log.error(
+                    "outbox commit failed (%d results wait; retrying): %s", len(batch) - i, exc
+                )
+                with self._cond:
+                    self._queue.extendleft(reversed(batch[i:]))
+                break
             done.append(r)
         return done
 

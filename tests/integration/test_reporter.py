@@ -111,6 +111,43 @@ def test_failed_commits_are_retried_in_order_and_counted(tmp_path, make_result, 
     assert max(box.batches) > 1  # results that queued during the outage went in together
 
 
+def test_a_disk_fault_after_a_repeated_id_keeps_what_was_committed(tmp_path, make_result):
+    """A batch with a repeated id is committed one by one; when the disk fails part-way,
+    the results already durable still count as committed (results log) and the rest is
+    retried, so every result is committed and reported once."""
+    path = tmp_path / "o.sqlite"
+
+    class FailsOnce(Outbox):
+        def __init__(self, *args, fail_call: int, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.calls, self.fail_call = 0, fail_call
+            self.gate = threading.Event()
+
+        def put_many(self, results):
+            items = list(results)
+            self.calls += 1
+            self.gate.wait(30)
+            if self.calls == self.fail_call:
+                raise StationError("disk I/O error (simulated)")
+            return super().put_many(items)
+
+    # Calls: 1 [x]; 2 [a, b, a again] refused (a twice); 3 [a]; 4 [b] fails on the disk.
+    box = FailsOnce(path, fail_call=4)
+    seen: list[str] = []
+    rep = Reporter(box, background=True, on_committed=lambda r: seen.append(r.id))
+    x, a, b = make_result(0), make_result(1), make_result(2)
+    rep.report(x)
+    wait_until(lambda: box.calls >= 1, 10, "the committer to take x alone")
+    for r in (a, b, a):  # a caller reporting one result twice
+        rep.report(r)
+    box.gate.set()
+    assert rep.drain(30)
+    assert seen == [x.id, a.id, b.id]
+    assert rep.commit_errors == 1
+    assert rep.close(flush_timeout=1.0)
+    assert _ids_on_disk(path) == [x.id, a.id, b.id]
+
+
 def test_a_disk_that_never_recovers_names_the_lost_results(tmp_path, make_result, caplog):
     box = FlakyOutbox(tmp_path / "o.sqlite", failures=10**9)
     rep = Reporter(box, background=True)
