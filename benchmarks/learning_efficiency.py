@@ -14,6 +14,10 @@ evaluation parts, budget-capped) first reaches the target (90 %); median and spr
 over seeds. Also final accuracy, per-class recall, mean steps per part and the share
 of glimpses at native resolution (a policy that never focuses cannot find points).
 
+With ``--calibrate N`` each evaluation is also scored at the ok bias chosen on N other
+labelled parts, as ``inspector calibrate`` would store it: a model whose verdicts lean
+to one class shows there whether it separates the classes at all.
+
 Each (arm, seed) result is saved under benchmarks/results/learning_efficiency/ so an
 interrupted run resumes where it stopped.
 
