@@ -143,8 +143,8 @@ def run_one(
         cfg = cfg.replace(bc_samples=bc_samples)
     if fine_cnn:
         cfg = cfg.replace(cnn_fine=True)
-    if evidence:
-        cfg = cfg.replace(glimpse_evidence=True, overview_evidence=bool(overview_evidence))
+    if evidence or overview_evidence:  # TrainConfig refuses the overview without the head
+        cfg = cfg.replace(glimpse_evidence=evidence, overview_evidence=overview_evidence)
     if all_levels:
         cfg = cfg.replace(perception_levels="all")
     if balanced_verdict:
@@ -447,14 +447,25 @@ def perception_probe(samples: int = 12_000, epochs: int = 12, seed: int = 0) -> 
     return out
 
 
+def _accuracy(point: dict, calibrated: bool = False) -> float | None:
+    """One evaluation's accuracy; with ``calibrated``, at the calibrated ok bias
+    (:func:`calibrated_eval`; None for an evaluation without it)."""
+    return (point.get("calibrated") or {}).get("accuracy") if calibrated else point["accuracy"]
+
+
+def _calibrated(curve: list[dict]) -> list[float]:
+    """The accuracies at the calibrated ok bias of the evaluations that have one."""
+    return [a for c in curve if (a := _accuracy(c, True)) is not None]
+
+
 def steps_to(curve: list[dict], target: float, calibrated: bool = False) -> int | None:
     """First evaluated step count with accuracy >= target, else None.
 
-    :param calibrated: use the accuracy at the calibrated ok bias (:func:`calibrated_eval`;
-        evaluations without it never count).
+    :param calibrated: use the accuracy at the calibrated ok bias (evaluations without
+        it never count).
     """
     for c in curve:
-        acc = (c.get("calibrated") or {}).get("accuracy") if calibrated else c["accuracy"]
+        acc = _accuracy(c, calibrated)
         if acc is not None and acc >= target:
             return c["steps"]
     return None
@@ -582,17 +593,8 @@ def variants_table(out_dir: Path, budget: int, target: float) -> tuple[str, list
             row["calibrated"] = {
                 "median_steps": float(np.median([h if h is not None else budget for h in cal])),
                 "reached": sum(h is not None for h in cal),
-                "best": float(
-                    np.median(
-                        [
-                            max(
-                                c["calibrated"]["accuracy"] for c in r["curve"] if "calibrated" in c
-                            )
-                            for r in rs
-                        ]
-                    )
-                ),
-                "final": float(np.median([f["calibrated"]["accuracy"] for f in final])),
+                "best": float(np.median([max(_calibrated(r["curve"])) for r in rs])),
+                "final": float(np.median([_accuracy(f, True) for f in final])),
             }
         cal_row = row.get("calibrated")
         out.append(row)

@@ -1014,21 +1014,31 @@ def report(
     return body + "\n".join(notes + goal_lines) + "\n" + seeds + ops + others
 
 
+def saved_results(out_dir: Path) -> list[tuple[str, int, int, Path]]:
+    """Every saved result file ``<key>_s<seed>_<budget>s.json``, as (key, seed, budget
+    seconds, path), in file-name order."""
+    import re
+
+    pat = re.compile(r"^(.+)_s(\d+)_(\d+)s$")
+    out = []
+    for path in sorted(out_dir.glob("*_s*_*s.json")):
+        m = pat.match(path.stem)
+        if m:
+            out.append((m[1], int(m[2]), int(m[3]), path))
+    return out
+
+
 def results_by_seed(
     out_dir: Path, budget_s: float, field: str = "test"
 ) -> dict[str, dict[int, dict]]:
     """One field (default the test metrics) of every saved result of this budget:
     {results key: {seed: value}}; results without the field are left out."""
-    import re
-
-    pat = re.compile(rf"^(.+)_s(\d+)_{budget_s:.0f}s$")
     out: dict[str, dict[int, dict]] = {}
-    for path in sorted(out_dir.glob(f"*_s*_{budget_s:.0f}s.json")):
-        m = pat.match(path.stem)
-        if m:
+    for key, seed, budget, path in saved_results(out_dir):
+        if budget == round(budget_s):
             value = json.loads(path.read_text()).get(field)
             if value is not None:
-                out.setdefault(m[1], {})[int(m[2])] = value
+                out.setdefault(key, {})[seed] = value
     return out
 
 
@@ -1136,14 +1146,11 @@ def budgets_table(out_dir: Path, budget_s: float, names: dict[str, str]) -> str:
     chosen bias, as in :func:`operating_table`), then the as-trained balanced accuracy;
     the same for that method and seed at the table's own budget ("—" where missing).
     """
-    import re
-
-    pat = re.compile(r"^(.+)_s(\d+)_(\d+)s$")
-    runs: list[tuple[str, int, int, dict]] = []
-    for path in sorted(out_dir.glob("*_s*_*s.json")):
-        m = pat.match(path.stem)
-        if m and int(m[3]) != round(budget_s):
-            runs.append((m[1], int(m[3]), int(m[2]), json.loads(path.read_text())))
+    runs = [
+        (key, budget, seed, json.loads(path.read_text()))
+        for key, seed, budget, path in saved_results(out_dir)
+        if budget != round(budget_s)
+    ]
     if not runs:
         return ""
 

@@ -209,11 +209,8 @@ class Reporter:
             try:
                 done = self._commit(batch)
             except StationError as exc:
-                self.commit_errors += 1
-                log.error("outbox commit failed (%d results wait; retrying): %s", len(batch), exc)
                 with self._cond:
-                    # Put them back at the front, in order, and wait before retrying.
-                    self._queue.extendleft(reversed(batch))
+                    self._retry_later(batch, exc)  # and wait before retrying
                     self._busy = 0
                     self._cond.notify_all()
                     if self._stop:
@@ -228,6 +225,13 @@ class Reporter:
             with self._cond:
                 self._busy = 0
                 self._cond.notify_all()
+
+    def _retry_later(self, results: list[Result], exc: StationError) -> None:
+        """Count and log a failed commit; put ``results`` back at the front of the queue,
+        in order, for the committer's next try. The caller holds ``self._cond``."""
+        self.commit_errors += 1
+        log.error("outbox commit failed (%d results wait; retrying): %s", len(results), exc)
+        self._queue.extendleft(reversed(results))
 
     def _commit(self, batch: list[Result]) -> list[Result]:
         """Commit ``batch`` in one transaction; returns the results now durable.
@@ -254,12 +258,9 @@ class Reporter:
             except StationError as exc:
                 if not done:
                     raise
-                self.commit_errors += 1
-                log.error(
-                    "outbox commit failed (%d results wait; retrying): %s", len(batch) - i, exc
-                )
                 with self._cond:
-                    self._queue.extendleft(reversed(batch[i:]))
+                    self._retry_later(batch[i:], exc)
+                    self._busy = len(done)
                 break
             done.append(r)
         return done
