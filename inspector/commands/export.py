@@ -24,6 +24,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--eval-episodes", type=positive_int, default=100, help="parts to evaluate fp32 vs int8"
     )
+    p.add_argument(
+        "--ensemble",
+        action="append",
+        default=[],
+        metavar="RUN",
+        help="another trained run (same profile settings) whose verdict joins this one's:"
+        " the graph's class probabilities are the runs' geometric mean, this run still"
+        " chooses where to look; repeat for more. Calibrate the exported model afterwards",
+    )
     p.add_argument("--camera", help="camera for the parity observations (default: the run's)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     p.set_defaults(func=run_export)
@@ -55,8 +64,14 @@ def run_export(args: argparse.Namespace) -> int:
         params,
         n_obs=args.observations,
         eval_episodes=args.eval_episodes,
+        ensemble=args.ensemble,
     )
     p = rep["parity_fp32"]
+    if args.ensemble:
+        print(
+            f"verdict ensemble of {len(rep['ensemble'])} runs, led by {run} (its moves,"
+            " their joint verdict); uncalibrated: run inspector calibrate on the .onnx"
+        )
     print(
         f"wrote {rep['onnx']}: parity vs torch on {p['observations']} observations: "
         f"max |diff| logits {p['max_abs_diff_action_logits']:.2e}, "

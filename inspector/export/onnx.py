@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +25,61 @@ def _onnx():
     return onnx
 
 
-def export_onnx(model_path: str | Path, out: str | Path) -> Path:
+def torch_reference(model_path: str | Path, ensemble: Sequence[str | Path] = ()) -> tuple:
+    """What an export traces and is checked against: (policy, graph, profile).
+
+    :param model_path: a run directory or its ``model.zip`` (the lead of an ensemble).
+    :param ensemble: further runs whose verdicts join the lead's
+        (:mod:`inspector.runtime.ensemble`); the ensemble starts uncalibrated (ok bias 0).
+    :raises ModelError: a run that cannot be loaded, or members that cannot form an ensemble.
+    """
+    from inspector.runtime.ensemble import EnsemblePolicy
+    from inspector.runtime.operating_point import read_ok_bias
+    from inspector.runtime.torch_backend import (
+        EnsembleGraph,
+        TorchPolicy,
+        load_trained,
+        meta_for_model,
+    )
+
+    paths = [model_path, *ensemble]
+    members, profile = [], None
+    for path in paths:
+        model, prof, sha = load_trained(path)
+        bias = 0.0 if ensemble else read_ok_bias(path, sha)
+        members.append(TorchPolicy(model, meta_for_model(model, prof, sha, bias)))
+        profile = profile or prof
+    if not ensemble:
+        return members[0], members[0].graph, profile
+    lead_bias = read_ok_bias(model_path, members[0].meta.model_sha256)
+    if lead_bias:
+        log.warning(
+            "%s is calibrated (ok bias %+.2f); the ensemble is not: calibrate the exported"
+            " model (inspector calibrate) before a station runs it",
+            model_path,
+            lead_bias,
+        )
+    policy = EnsemblePolicy(members, names=[str(p) for p in paths])
+    return policy, EnsembleGraph([m.graph for m in members]), profile
+
+
+def export_onnx(
+    model_path: str | Path, out: str | Path, ensemble: Sequence[str | Path] = ()
+) -> Path:
     """Export the policy of a trained run as ``out`` (fp32), with metadata and a checker pass.
 
     :param model_path: a run directory or its ``model.zip``.
     :param out: the ``.onnx`` file to write.
+    :param ensemble: further runs whose verdicts join this one's in the graph
+        (:func:`torch_reference`).
     """
     import torch
 
-    from inspector.runtime.operating_point import read_ok_bias
-    from inspector.runtime.torch_backend import PolicyGraph, load_trained, meta_for_model
     from inspector.scan import observation_shapes
 
     onnx = _onnx()
-    model, profile, sha = load_trained(model_path)
-    meta = meta_for_model(model, profile, sha, read_ok_bias(model_path, sha))
-    graph = PolicyGraph(model.policy, len(meta.actions))
+    policy, graph, profile = torch_reference(model_path, ensemble)
+    meta = policy.meta
     shapes = observation_shapes(profile.scan)
     dummy = tuple(torch.zeros((2, *shapes[k]), dtype=torch.float32) for k in INPUT_NAMES)
     out = Path(out)
@@ -159,26 +199,28 @@ def export_report(
     params: dict,
     n_obs: int = 1000,
     eval_episodes: int = 100,
+    ensemble: Sequence[str | Path] = (),
 ) -> dict[str, Any]:
     """``inspector export``: fp32 ONNX (+ int8), parity against torch, int8 agreement.
 
     With ``int8``, both graphs are also evaluated on the same ``eval_episodes`` fixed
-    parts and the change in accuracy is reported.
+    parts and the change in accuracy is reported. With ``ensemble``, the graph and the
+    torch reference are the verdict ensemble the run leads (:func:`torch_reference`).
     """
     from inspector.runtime.onnx_backend import OrtPolicy
-    from inspector.runtime.operating_point import read_ok_bias
-    from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
 
-    fp32_path = export_onnx(model_path, out if not int8 else out.with_suffix(".fp32.onnx"))
-    model, profile, sha = load_trained(model_path)
-    bias = read_ok_bias(model_path, sha)
-    torch_policy = TorchPolicy(model, meta_for_model(model, profile, sha, bias))
+    fp32_path = export_onnx(
+        model_path, out if not int8 else out.with_suffix(".fp32.onnx"), ensemble
+    )
+    torch_policy, _, profile = torch_reference(model_path, ensemble)
     ort_fp32 = OrtPolicy(fp32_path)
     obs = record_observations(torch_policy, camera, params, n_obs)
     report: dict[str, Any] = {
         "onnx": str(fp32_path),
         "parity_fp32": compare(torch_policy, ort_fp32, obs),
     }
+    if ensemble:
+        report["ensemble"] = [str(p) for p in (model_path, *ensemble)]
     if int8:
         q = quantize_int8(fp32_path, out)
         report["onnx_int8"] = str(q)

@@ -14,7 +14,8 @@ ONNX graph contract (also used to build TensorRT engines):
   ``inspector.scan``, ``inspector.state_size``, ``inspector.outcome_matrix``,
   ``inspector.profile_name``, ``inspector.profile_sha256``, ``inspector.model_sha256``,
   ``inspector.exporter_version``, ``inspector.step_budget`` and, where the model was
-  calibrated (:mod:`inspector.runtime.operating_point`), ``inspector.ok_bias``.
+  calibrated (:mod:`inspector.runtime.operating_point`), ``inspector.ok_bias``; an
+  ensemble (:mod:`inspector.runtime.ensemble`) also ``inspector.ensemble``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class ModelMeta:
     :param exporter_version: inspector version that exported it.
     :param ok_bias: the calibrated operating point: log-odds added to the ok class (the
         first) before the verdict (0: the probabilities as trained).
+    :param ensemble: for a verdict ensemble, its members' model sha256, lead first
+        (empty: one model).
     """
 
     classes: tuple[str, ...]
@@ -65,6 +68,7 @@ class ModelMeta:
     exporter_version: str = ""
     extra: Mapping[str, str] = field(default_factory=dict)
     ok_bias: float = 0.0
+    ensemble: tuple[str, ...] = ()
 
     def to_props(self) -> dict[str, str]:
         """metadata_props for an ONNX model (all values JSON)."""
@@ -82,6 +86,8 @@ class ModelMeta:
         }
         if self.ok_bias:
             d["ok_bias"] = float(self.ok_bias)
+        if self.ensemble:
+            d["ensemble"] = list(self.ensemble)
         return {META_PREFIX + k: json.dumps(v) for k, v in d.items()}
 
     @classmethod
@@ -108,6 +114,7 @@ class ModelMeta:
                 step_budget=int(get.get("step_budget", 0)),
                 exporter_version=get.get("exporter_version", ""),
                 ok_bias=float(get.get("ok_bias", 0.0)),
+                ensemble=tuple(str(x) for x in get.get("ensemble", ())),
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise ModelError(

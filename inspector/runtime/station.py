@@ -189,7 +189,8 @@ class Station:
             f"  profile  {self.profile_name or '-'} sha256 {self.profile_sha256 or '-'} "
             f"classes {','.join(m.classes)} budget {self.budget}",
             "  verdict  "
-            + (f"ok bias {m.ok_bias:+.2f} (calibrated)" if m.ok_bias else "as trained (ok bias 0)"),
+            + (f"ok bias {m.ok_bias:+.2f} (calibrated)" if m.ok_bias else "as trained (ok bias 0)")
+            + (f", ensemble of {len(m.ensemble)} models" if m.ensemble else ""),
             f"  trigger  {c.trigger.mode}",
         ]
         if self.publisher is not None:

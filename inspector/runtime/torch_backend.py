@@ -48,6 +48,31 @@ class PolicyGraph(nn.Module):
         return move, probs, policy.value_net(latent_vf)
 
 
+class EnsembleGraph(nn.Module):
+    """A verdict ensemble as one torch module (what ``export --ensemble`` traces).
+
+    The lead (first) graph's move logits and value; the class probabilities are the
+    members' normalised geometric mean, as :class:`inspector.runtime.ensemble.EnsemblePolicy`
+    computes them.
+
+    :param graphs: the members' :class:`PolicyGraph`, lead first.
+    """
+
+    def __init__(self, graphs: list[PolicyGraph]) -> None:
+        super().__init__()
+        self.graphs = nn.ModuleList(graphs)
+        self.eval()
+
+    def forward(
+        self, glimpse: torch.Tensor, overview: torch.Tensor, state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        from inspector.runtime.ensemble import EPS
+
+        outs = [g(glimpse, overview, state) for g in self.graphs]
+        logp = torch.stack([torch.log(torch.clamp(o[1], EPS, 1.0)) for o in outs]).mean(0)
+        return outs[0][0], torch.softmax(logp, dim=1), outs[0][2]
+
+
 def meta_for_model(
     model: Any, profile: Any, model_sha256: str = "", ok_bias: float = 0.0
 ) -> ModelMeta:

@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SYN = {"size": 128, "invisible_at": 32, "point_size": "1,1"}
 
 
-def tiny_run(tmp: Path, profile: str, camera: str, params: dict[str, str]) -> Path:
+def tiny_run(
+    tmp: Path, profile: str, camera: str, params: dict[str, str], seed: int | None = None
+) -> Path:
     cfg = tmp / "cfg.yaml"
     cfg.write_text(
         "n_envs: 1\nn_steps: 64\nbatch_size: 64\nn_epochs: 1\nfinal_eval_episodes: 0\n"
@@ -38,6 +40,8 @@ def tiny_run(tmp: Path, profile: str, camera: str, params: dict[str, str]) -> Pa
     args += ["--camera", camera, "--timesteps", "64", "--out", str(out), "--config", str(cfg)]
     for k, v in params.items():
         args += ["--param", f"{k}={v}"]
+    if seed is not None:
+        args += ["--seed", str(seed)]
     proc = subprocess.run(args + ["--no-progress"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     return out
@@ -210,3 +214,64 @@ def test_calibrated_operating_point_travels_from_run_to_onnx(syn_run, tmp_path):
     # Trained on in place: the stale calibration no longer applies.
     (run / FILE).write_text(json.dumps({**point, "model_sha256": "0" * 64}))
     assert load_policy(run, allow_torch=True).meta.ok_bias == 0.0
+
+
+def test_a_verdict_ensemble_exports_as_one_graph_that_matches_torch(syn_run, tmp_path):
+    from inspector.export.onnx import torch_reference
+
+    other = tiny_run(tmp_path, "reward_profiles/lcd_panel.yaml", "synthetic", SYN, seed=1)
+    out = tmp_path / "ens.onnx"
+    cam = []
+    for k, v in SYN.items():
+        cam += ["--param", f"{k}={v}"]
+    proc = _cli(
+        "export",
+        str(syn_run),
+        "--ensemble",
+        str(other),
+        "--out",
+        str(out),
+        "--observations",
+        "300",
+        "--camera",
+        "synthetic",
+        *cam,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "verdict ensemble of 2 runs" in proc.stdout
+    rep = json.loads(out.with_suffix(".export.json").read_text())
+    assert rep["ensemble"] == [str(syn_run), str(other)]
+    assert rep["parity_fp32"]["max_abs_diff_class_probs"] < 1e-4
+    assert rep["parity_fp32"]["action_agreement"] == 1.0
+    ens = OrtPolicy(out)
+    lead, _, _ = torch_reference(syn_run)
+    second, _, _ = torch_reference(other)
+    assert ens.meta.ensemble == (lead.meta.model_sha256, second.meta.model_sha256)
+    assert ens.meta.ok_bias == 0.0
+    # The lead's moves and value; the verdict is neither member's alone but their
+    # normalised geometric mean.
+    obs = record_observations(lead, "synthetic", SYN, 200)
+    a, p, v = ens.forward(obs)
+    la, lp, lv = lead.forward(obs)
+    _, sp, _ = second.forward(obs)
+    np.testing.assert_allclose(a, la, atol=1e-4)
+    np.testing.assert_allclose(v, lv, atol=1e-4)
+    assert not np.allclose(lp, sp, atol=1e-3)  # two different members
+    want = np.sqrt(lp * sp)
+    np.testing.assert_allclose(p, want / want.sum(1, keepdims=True), atol=1e-4)
+    # Calibrated like any exported model.
+    cal = _cli("calibrate", str(out), "--camera", "synthetic", "--episodes", "24", *cam)
+    assert cal.returncode == 0, cal.stderr
+    assert "written into" in cal.stdout
+
+
+def test_an_ensemble_of_runs_with_other_scan_settings_is_refused(syn_run, tmp_path):
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(syn_run, other)
+    prof = other / "profile.yaml"
+    prof.write_text(prof.read_text().replace("glimpse: 32", "glimpse: 16", 1))
+    proc = _cli("export", str(syn_run), "--ensemble", str(other), "--out", str(tmp_path / "x.onnx"))
+    assert proc.returncode != 0
+    assert "scan settings" in proc.stderr and not (tmp_path / "x.onnx").exists()
