@@ -434,10 +434,18 @@ def agent_probs(
 ) -> tuple[np.ndarray, np.ndarray, Any]:
     """The agent's class probabilities at each decision on a split: (probs, labels, R)."""
     from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
-    from inspector.train.evaluate import part_probabilities
 
     model, profile, sha = load_trained(model_dir)
     policy = TorchPolicy(model, meta_for_model(model, profile, sha))
+    return policy_probs(policy, root, split, episodes)
+
+
+def policy_probs(
+    policy: Any, root: str | Path, split: str, episodes: int = 100_000
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """A loaded policy's class probabilities at each decision on a split: (probs, labels, R)."""
+    from inspector.train.evaluate import part_probabilities
+
     probs, y = part_probabilities(policy, "folder", camera_params(root, split), episodes)
     return probs, y, policy.meta.outcome_matrix
 
@@ -449,6 +457,131 @@ def agent_operating_point(
     pv, yv, m = agent_probs(model_dir, root, "val", val_episodes)
     pt, yt, _ = agent_probs(model_dir, root, "test", test_episodes)
     return operating_point((pv, yv), (pt, yt), m)
+
+
+# -- verdict ensembles of saved agents ------------------------------------------------------
+def ensemble_path(out_dir: Path, key: str, seeds: Sequence[int], budget_s: float) -> Path:
+    """Where :func:`run_ensemble` saves its result (a folder of its own, so the per-seed
+    tables, which glob ``out_dir/*_s<seed>_<budget>s.json``, never mistake it for a run)."""
+    joined = "-".join(str(s) for s in seeds)
+    return out_dir / "ensembles" / f"{key}_seeds{joined}_{budget_s:.0f}s.json"
+
+
+def run_ensemble(
+    out_dir: Path,
+    runs_dir: Path,
+    key: str,
+    seeds: Sequence[int],
+    budget_s: float,
+    root: str | Path,
+    val_episodes: int = 100_000,
+    test_episodes: int = 100_000,
+) -> dict[str, Any]:
+    """The verdict ensemble (:mod:`inspector.runtime.ensemble`) of the saved agent runs
+    ``key`` with ``seeds`` (lead first) at ``budget_s``: test figures and the goal's
+    operating point (its own bias, chosen on val), training nothing.
+
+    The ensemble is what ``inspector export <lead> --ensemble <other> ...`` exports: the
+    lead's moves (so its pixels), the members' geometric-mean verdict. Its training cost is
+    the members' together (``spent_s``).
+
+    :raises RuntimeError: a member's run or saved result is missing.
+    """
+    from inspector.runtime.backends import load_policy
+    from inspector.runtime.ensemble import EnsemblePolicy
+
+    if len(seeds) < 2 or len(set(seeds)) != len(seeds):
+        raise RuntimeError(f"an ensemble needs two or more different seeds, got {list(seeds)}")
+    members, saved = [], []
+    for seed in seeds:
+        name = f"{key}_s{seed}_{budget_s:.0f}s"
+        best, result = runs_dir / name / "best", out_dir / f"{name}.json"
+        if not (best / "model.zip").is_file() or not result.is_file():
+            raise RuntimeError(
+                f"ensemble: no saved run {name} (its best/ model and result); train it first"
+                f" with --seed {seed} --budget-min {budget_s / 60:g} and the same agent flags"
+            )
+        members.append(load_policy(best, allow_torch=True))
+        saved.append(json.loads(result.read_text()))
+    policy = EnsemblePolicy(members, names=[f"seed {s}" for s in seeds])
+    pv, yv, rule = policy_probs(policy, root, "val", val_episodes)
+    pt, yt, _ = policy_probs(policy, root, "test", test_episodes)
+
+    def alone(r: dict[str, Any]) -> dict[str, Any]:
+        op = r.get("operating_point") or {}
+        return {"auroc_test": op.get("auroc_test"), "test": op.get("test"), "as_trained": r["test"]}
+
+    return {
+        "method": "agent_ensemble",
+        "key": key,
+        "seeds": list(seeds),
+        "budget_s": budget_s,
+        "spent_s": sum(r["spent_s"] for r in saved),
+        "models": [r["model"] for r in saved],
+        "members": [alone(r) for r in saved],
+        "test": _eval_policy(policy, root, "test", test_episodes),
+        "operating_point": operating_point((pv, yv), (pt, yt), rule),
+    }
+
+
+def ensembles_table(ens_dir: Path, names: dict[str, str]) -> str:
+    """Markdown: every saved verdict ensemble beside its members alone."""
+    saved = [json.loads(p.read_text()) for p in ens_dir.glob("*.json")] if ens_dir.is_dir() else []
+    rows = []
+    for r in sorted(saved, key=lambda r: (r["key"], r["budget_s"], len(r["seeds"]), r["seeds"])):
+        op, m = r["operating_point"], r["test"]
+        at = op.get("test") or {}
+        each = "; ".join(
+            f"{s}: {_f(a['auroc_test'])} / {_f((a['test'] or {}).get('defect_recall'), 2)}"
+            f" / {_f((a['test'] or {}).get('false_alarm_rate'), 2)}"
+            for s, a in zip(r["seeds"], r["members"])
+        )
+        rows.append(
+            [
+                names.get(r["key"]) or agent_name(r["key"]),
+                ",".join(str(s) for s in r["seeds"]),
+                f"{len(r['seeds'])} x {r['budget_s'] / 60:g} / {r['spent_s'] / 60:.0f}",
+                _f(op.get("auroc_test")),
+                f"{_f(at.get('defect_recall'), 2)} / {_f(at.get('false_alarm_rate'), 2)}",
+                _f(at.get("balanced_accuracy")),
+                f"{_f(m['balanced_accuracy'])} / {_f(m['defect_recall'], 2)}"
+                f" / {_f(m['false_alarm_rate'], 2)}",
+                _f(m["pixel_fraction"], 4),
+                each,
+            ]
+        )
+    if not rows:
+        return ""
+    conf = np.asarray(saved[0]["test"]["confusion"])  # rows: truth, the ok class first
+    n_good, n_bad = int(conf[0].sum()), int(conf[1:].sum())
+    header = [
+        "members' method",
+        "seeds (lead first)",
+        "training: runs x budget / spent min",
+        "test AUROC",
+        "recall / false alarms at the operating point",
+        "balanced acc there",
+        "as combined (bias 0): balanced / recall / false alarms",
+        "pixel fraction",
+        "each seed alone: AUROC / recall / false alarms at its operating point",
+    ]
+    return (
+        "\nVerdict ensembles of saved agents (`--ensemble-seeds A,B,... --budget-min N` with"
+        " the members' flags; trains nothing; what `inspector export <lead run> --ensemble"
+        " <run> ...` exports): the lead seed's agent chooses every glimpse, each member's"
+        " verdict head reads the lead's observation, and the class probabilities are their"
+        " normalised geometric mean, so the pixels examined are the lead's and the cost is one"
+        " forward pass per member and step. The operating point is the ensemble's own ok bias"
+        " chosen on val (as above). Training cost is the members' together."
+        + (
+            f" The test split has {n_bad} defective and {n_good} good frames: one frame moves"
+            f" recall by {1 / n_bad:.3f} and false alarms by {1 / n_good:.3f}."
+            if n_bad and n_good
+            else ""
+        )
+        + "\n\n"
+        + table(header, rows)
+    )
 
 
 # -- the three methods --------------------------------------------------------------------
@@ -620,13 +753,18 @@ def agent_config(seed: int, **overrides: Any):
 
 def _eval_agent(model_dir: Path, root: str | Path, split: str, episodes: int = 100_000):
     from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
-    from inspector.train.evaluate import evaluate
 
     model, profile, sha = load_trained(model_dir)
     policy = TorchPolicy(model, meta_for_model(model, profile, sha))
-    m, _ = evaluate(
-        policy, "folder", camera_params(root, split), episodes, ok_class=profile.ok_class
-    )
+    return _eval_policy(policy, root, split, episodes)
+
+
+def _eval_policy(policy: Any, root: str | Path, split: str, episodes: int = 100_000):
+    """``evaluate()`` of a loaded policy (one agent or an ensemble) on a split."""
+    from inspector.train.evaluate import evaluate
+
+    ok_class = policy.meta.classes[0]
+    m, _ = evaluate(policy, "folder", camera_params(root, split), episodes, ok_class=ok_class)
     return m
 
 
@@ -1011,7 +1149,8 @@ def report(
     ops = operating_table(op_by_seed or {}, names)
     budget_s = next(iter(results.values()))["budget_s"] if results else None
     others = budgets_table(out_dir, budget_s, names) if out_dir and budget_s else ""
-    return body + "\n".join(notes + goal_lines) + "\n" + seeds + ops + others
+    ens = ensembles_table(out_dir / "ensembles", names) if out_dir else ""
+    return body + "\n".join(notes + goal_lines) + "\n" + seeds + ops + others + ens
 
 
 def saved_results(out_dir: Path) -> list[tuple[str, int, int, Path]]:
@@ -1342,6 +1481,19 @@ def _public(r: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in r.items() if not k.startswith("_")}
 
 
+def seed_list(text: str) -> list[int]:
+    """argparse type: "0,1,2" -> [0, 1, 2] (two or more different non-negative seeds)."""
+    try:
+        seeds = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seeds like 0,1, got {text!r}") from None
+    if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected two or more different non-negative seeds, got {text!r}"
+        )
+    return seeds
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="2.5 min a method (< 10 min in all)")
@@ -1424,6 +1576,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="width of the agent's glimpse CNN (TrainConfig.cnn_channels; 0: its default, 8)",
     )
+    ap.add_argument(
+        "--ensemble-seeds",
+        type=seed_list,
+        help="comma-separated seeds, lead first (e.g. 0,1): score the verdict ensemble of the"
+        " saved agent runs with the agent flags and --budget-min given, training nothing",
+    )
     args = ap.parse_args(argv)
     if args.agent_all_levels and not args.agent_perception:
         ap.error("--agent-all-levels needs --agent-perception N (it chooses the crops' levels)")
@@ -1482,6 +1640,22 @@ def main(argv: list[str] | None = None) -> int:
         args.agent_perception_epochs,
         args.agent_select_auroc,
     )
+    if args.ensemble_seeds:
+        key = "agent" + tag
+        path = ensemble_path(out_dir, key, args.ensemble_seeds, budget_s)
+        if args.force or not path.exists():
+            print(f"{key}: verdict ensemble of seeds {args.ensemble_seeds}", flush=True)
+            r = run_ensemble(out_dir, RUNS / mode, key, args.ensemble_seeds, budget_s, root)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(r, indent=1))
+            op = r["operating_point"]
+            print(
+                f"  ensemble test: AUROC {_f(op['auroc_test'])}, at the val-chosen bias recall"
+                f" {_f((op.get('test') or {}).get('defect_recall'))}, false alarms"
+                f" {_f((op.get('test') or {}).get('false_alarm_rate'))}; pixel fraction"
+                f" {r['test']['pixel_fraction']:.4f}",
+                flush=True,
+            )
     suffix = f"_s{args.seed}_{budget_s:.0f}s"
     for meth in METHODS:
         key = meth + tag if meth == "agent" else meth

@@ -7,6 +7,7 @@ the figures it measures.
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import numpy as np
@@ -153,12 +154,10 @@ def test_reselect_re_picks_the_kept_chunk_by_val_auroc(magnetic_tile, tmp_path):
         q.reselect(out_dir, runs_dir, "agent_pp8000", suffix, magnetic_tile)
 
 
-def test_agent_chunks_resume_and_report(magnetic_tile, tmp_path):
-    import torch
-
-    torch.set_num_threads(1)
-    cfg = q.agent_config(
-        0,
+def tiny_agent(seed: int):
+    """A TrainConfig that trains in seconds (one 32-step rollout, a 4-channel CNN)."""
+    return q.agent_config(
+        seed,
         n_envs=1,
         n_steps=32,
         batch_size=32,
@@ -168,6 +167,13 @@ def test_agent_chunks_resume_and_report(magnetic_tile, tmp_path):
         bc_samples=32,
         bc_epochs=1,
     )
+
+
+def test_agent_chunks_resume_and_report(magnetic_tile, tmp_path):
+    import torch
+
+    torch.set_num_threads(1)
+    cfg = tiny_agent(0)
     prof = q.variant_profile(3, tmp_path / "profile_variant.yaml")
     kw = dict(first_chunk=32, cfg=cfg, val_episodes=1, test_episodes=3, profile_path=prof)
     r = q.run_agent(magnetic_tile, 1e-3, 0, tmp_path, **kw)
@@ -312,3 +318,34 @@ def test_the_kept_chunk_follows_the_selection_figure():
         "glimpse CNN 16 channels wide, perception pretraining on 8,000 crops,"
         " 30 pretraining epochs, chunk kept by val AUROC)"
     )
+
+
+def test_a_verdict_ensemble_of_saved_seeds_is_scored_and_tabled(magnetic_tile, tmp_path):
+    import torch
+
+    torch.set_num_threads(1)
+    out_dir, runs_dir, budget = tmp_path / "results", tmp_path / "runs", 1e-3
+    out_dir.mkdir()
+    for seed in (0, 1):
+        kw = dict(first_chunk=32, cfg=tiny_agent(seed), val_episodes=1, test_episodes=3)
+        r = q.run_agent(magnetic_tile, budget, seed, runs_dir / f"agent_s{seed}_0s", **kw)
+        (out_dir / f"agent_s{seed}_0s.json").write_text(json.dumps(q._public(r)))
+    r = q.run_ensemble(out_dir, runs_dir, "agent", [1, 0], budget, magnetic_tile, 6, 6)
+    assert r["seeds"] == [1, 0] and len(r["members"]) == 2
+    assert r["test"]["episodes"] == 6
+    assert (
+        r["operating_point"]["auroc_test"] is None or 0 <= r["operating_point"]["auroc_test"] <= 1
+    )
+    path = q.ensemble_path(out_dir, "agent", [1, 0], budget)
+    assert path.name == "agent_seeds1-0_0s.json"
+    # Its own folder: the per-seed tables never take it for a run of seed 1.
+    assert all(p != path for *_, p in q.saved_results(out_dir))
+    path.parent.mkdir()
+    path.write_text(json.dumps(r))
+    text = q.ensembles_table(out_dir / "ensembles", {})
+    assert "Verdict ensembles" in text and "| 1,0 |" in text and "2 x " in text
+    with pytest.raises(RuntimeError, match="no saved run agent_s2_0s"):
+        q.run_ensemble(out_dir, runs_dir, "agent", [0, 2], budget, magnetic_tile)
+    with pytest.raises(argparse.ArgumentTypeError):
+        q.seed_list("0,0")
+    assert q.seed_list("3,1,2") == [3, 1, 2]
