@@ -158,6 +158,7 @@ class InferenceBenchmark:
     onnx_bytes: int
     int8_bytes: int
     bc_samples: int = 0
+    ensembles: list[tuple[int, Backend]] = field(default_factory=list)
 
 
 def make_run(out: Path, timesteps: int, size: int, cfg: TrainConfig) -> int:
@@ -178,6 +179,26 @@ def make_run(out: Path, timesteps: int, size: int, cfg: TrainConfig) -> int:
     return res.timesteps
 
 
+def jittered_copy(run: Path, dest: Path, seed: int) -> Path:
+    """A copy of a run with its weights jittered (noise 1e-3): an ensemble member that
+    costs what any other does. Identical members would not: ONNX Runtime's
+    common-subexpression elimination merges their identical subgraphs into one."""
+    import shutil
+
+    import torch
+
+    from inspector.runtime.torch_backend import load_trained
+
+    shutil.copytree(run, dest)
+    model, _, _ = load_trained(dest)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in model.policy.parameters():
+            param.add_(1e-3 * torch.randn(param.shape, generator=gen))
+    model.save(str(dest / "model.zip"))
+    return dest
+
+
 def measure(
     workdir: Path,
     train_steps: int = 512,
@@ -188,6 +209,7 @@ def measure(
     cfg: TrainConfig | None = None,
     thread_modes: tuple[int, ...] = (1, 0),
     max_s: float = float("inf"),
+    ensemble_sizes: tuple[int, ...] = (2, 4),
 ) -> InferenceBenchmark:
     """Train, export, quantise, then time every backend.
 
@@ -200,6 +222,9 @@ def measure(
     :param cfg: the training config (network size).
     :param thread_modes: thread counts to run (0: the library's default).
     :param max_s: time cap of each timing loop (see :func:`glimpse_latency`).
+    :param ensemble_sizes: verdict ensembles (``export --ensemble``) timed in ORT fp32 at
+        the first thread mode; the members are jittered copies of the run
+        (:func:`jittered_copy`).
     """
     import torch
 
@@ -244,6 +269,18 @@ def measure(
             backends.append(b)
         torch.set_num_threads(default_torch)
     one = thread_modes[0]
+    ensembles = []
+    others = [
+        jittered_copy(run, workdir / f"member{i}", i)
+        for i in range(max(ensemble_sizes, default=1) - 1)
+    ]
+    for k in ensemble_sizes:
+        path = export_onnx(run, workdir / f"ensemble{k}.onnx", ensemble=others[: k - 1])
+        policy = OrtPolicy(path, providers=cpu, threads=one)
+        b = Backend(f"ORT fp32, ensemble of {k}", "1" if one == 1 else "default", str(one))
+        b.glimpse = glimpse_latency(policy, obs, n_glimpse, max_s=max_s)
+        b.worst, _ = part_latency(NoStop(policy), images, budget, max_s=max_s)
+        ensembles.append((k, b))
     ref = policies[("ORT fp32", one)]
     agreement = compare(ref, policies[("ORT int8", one)], obs)
     parity = compare(torch_policy, ref, obs)
@@ -257,6 +294,29 @@ def measure(
         onnx_bytes=Path(fp32).stat().st_size,
         int8_bytes=Path(int8).stat().st_size,
         bc_samples=int(getattr(cfg, "bc_samples", 0)),
+        ensembles=ensembles,
+    )
+
+
+def ensemble_text(b: InferenceBenchmark) -> str:
+    """Markdown: what a verdict ensemble costs against its lead alone (ORT fp32)."""
+    if not b.ensembles:
+        return ""
+    mode = b.ensembles[0][1].mode
+    single = next(x for x in b.backends if x.name == "ORT fp32" and x.mode == mode)
+    g1, w1 = percentiles(single.glimpse)[0], percentiles(single.worst)[1]
+    rows = [["1 (the lead alone)", f"{g1 * 1e3:.3f}", "1.00x", f"{w1 * 1e3:.2f}", "1.00x"]]
+    for k, x in b.ensembles:
+        g, w = percentiles(x.glimpse)[0], percentiles(x.worst)[1]
+        rows.append(
+            [str(k), f"{g * 1e3:.3f}", f"{g / g1:.2f}x", f"{w * 1e3:.2f}", f"{w / w1:.2f}x"]
+        )
+    header = ["members", "per glimpse p50 ms", "vs alone", "worst-case part p99 ms", "vs alone"]
+    return (
+        "Verdict ensembles (`export --ensemble`, one graph; ORT fp32 at"
+        f" {single.threads} thread(s); the members are the run with its weights jittered,"
+        " since identical members would be merged by ONNX Runtime's graph optimiser): the"
+        " lead's moves, every member's verdict head on each step.\n\n" + table(header, rows) + "\n"
     )
 
 
@@ -347,7 +407,8 @@ def report(b: InferenceBenchmark) -> tuple[str, bool]:
         "policy costs. ONNX Runtime runs on the CPU execution provider. Each timing loop "
         "stops early after a time cap (the calls and parts columns say how many were "
         "timed), so that a backend stalling on a busy machine cannot hold the run.\n\n"
-        "Goals:\n\n"
+        + ensemble_text(b)
+        + "Goals:\n\n"
         f"- ORT fp32 >= {GOAL_SPEEDUP:.0f}x faster than torch eager per glimpse (p50): "
         f"{speed_txt} ({verdict(ok_speed)}).\n"
         f"- p99 per-part decision < {GOAL_P99_MS:.0f} ms: worst case over the ONNX Runtime "

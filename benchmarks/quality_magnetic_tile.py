@@ -524,8 +524,24 @@ def run_ensemble(
     }
 
 
-def ensembles_table(ens_dir: Path, names: dict[str, str]) -> str:
-    """Markdown: every saved verdict ensemble beside its members alone."""
+def _goals_cell(at: dict[str, Any], pixels: float, tiling_pixels: float | None) -> str:
+    """ "met" or which goals are missed, for test figures at an operating point."""
+    if not at:
+        return "—"
+    missed = [k.replace("_", " ") for k, ok in goals_met(at).items() if not ok]
+    if tiling_pixels and pixels / tiling_pixels > GOAL_PIXELS:
+        missed.append("pixels")
+    return "missed: " + ", ".join(missed) if missed else "met"
+
+
+def ensembles_table(
+    ens_dir: Path, names: dict[str, str], tiling_pixels: float | None = None
+) -> str:
+    """Markdown: every saved verdict ensemble beside its members alone.
+
+    :param tiling_pixels: the tiling baseline's test pixel fraction, for the pixel goal
+        (without it the goals column leaves the pixels out).
+    """
     saved = [json.loads(p.read_text()) for p in ens_dir.glob("*.json")] if ens_dir.is_dir() else []
     rows = []
     for r in sorted(saved, key=lambda r: (r["key"], r["budget_s"], len(r["seeds"]), r["seeds"])):
@@ -547,6 +563,7 @@ def ensembles_table(ens_dir: Path, names: dict[str, str]) -> str:
                 f"{_f(m['balanced_accuracy'])} / {_f(m['defect_recall'], 2)}"
                 f" / {_f(m['false_alarm_rate'], 2)}",
                 _f(m["pixel_fraction"], 4),
+                _goals_cell(at, m["pixel_fraction"], tiling_pixels),
                 each,
             ]
         )
@@ -563,6 +580,7 @@ def ensembles_table(ens_dir: Path, names: dict[str, str]) -> str:
         "balanced acc there",
         "as combined (bias 0): balanced / recall / false alarms",
         "pixel fraction",
+        "goals at the operating point",
         "each seed alone: AUROC / recall / false alarms at its operating point",
     ]
     return (
@@ -572,7 +590,8 @@ def ensembles_table(ens_dir: Path, names: dict[str, str]) -> str:
         " verdict head reads the lead's observation, and the class probabilities are their"
         " normalised geometric mean, so the pixels examined are the lead's and the cost is one"
         " forward pass per member and step. The operating point is the ensemble's own ok bias"
-        " chosen on val (as above). Training cost is the members' together."
+        " chosen on val (as above); the goals are judged there (pixels against this table's"
+        " tiling run). Training cost is the members' together."
         + (
             f" The test split has {n_bad} defective and {n_good} good frames: one frame moves"
             f" recall by {1 / n_bad:.3f} and false alarms by {1 / n_good:.3f}."
@@ -1149,7 +1168,8 @@ def report(
     ops = operating_table(op_by_seed or {}, names)
     budget_s = next(iter(results.values()))["budget_s"] if results else None
     others = budgets_table(out_dir, budget_s, names) if out_dir and budget_s else ""
-    ens = ensembles_table(out_dir / "ensembles", names) if out_dir else ""
+    tiling_px = tiling["test"]["pixel_fraction"] if tiling else None
+    ens = ensembles_table(out_dir / "ensembles", names, tiling_px) if out_dir else ""
     return body + "\n".join(notes + goal_lines) + "\n" + seeds + ops + others + ens
 
 

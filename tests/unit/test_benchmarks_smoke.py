@@ -104,8 +104,12 @@ def test_inference_benchmark_times_every_backend(tmp_path):
         assert all(1 <= s <= b.budget for s in x.part_steps)
     assert 0.0 <= b.agreement["action_agreement"] <= 1.0
     assert b.agreement["observations"] == 16
+    assert [k for k, _ in b.ensembles] == [2, 4]
+    for _, x in b.ensembles:
+        _positive(*x.glimpse, *x.worst)
     body, _ok = inference.report(b)
     assert "int8" in body
+    assert "Verdict ensembles" in body and "| 4 |" in body
 
 
 def test_learning_efficiency_pieces_run_at_a_tiny_size():

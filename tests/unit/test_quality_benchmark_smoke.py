@@ -344,6 +344,19 @@ def test_a_verdict_ensemble_of_saved_seeds_is_scored_and_tabled(magnetic_tile, t
     path.write_text(json.dumps(r))
     text = q.ensembles_table(out_dir / "ensembles", {})
     assert "Verdict ensembles" in text and "| 1,0 |" in text and "2 x " in text
+    # Judged against the goals at its operating point, pixels against tiling's.
+    good = {"defect_recall": 0.96, "false_alarm_rate": 0.04, "balanced_accuracy": 0.9}
+    for at, px, want in [
+        (good, 0.1, "| met |"),
+        ({**good, "false_alarm_rate": 0.06}, 0.1, "| missed: false alarm rate |"),
+        (good, 0.3, "| missed: pixels |"),
+    ]:
+        op = {**r["operating_point"], "test": at}
+        path.write_text(
+            json.dumps({**r, "operating_point": op, "test": {**r["test"], "pixel_fraction": px}})
+        )
+        table = q.ensembles_table(out_dir / "ensembles", {}, tiling_pixels=1.0)
+        assert want in next(x for x in table.splitlines() if "| 1,0 |" in x)
     with pytest.raises(RuntimeError, match="no saved run agent_s2_0s"):
         q.run_ensemble(out_dir, runs_dir, "agent", [0, 2], budget, magnetic_tile)
     with pytest.raises(argparse.ArgumentTypeError):
