@@ -537,42 +537,17 @@ def _goals_cell(at: dict[str, Any], pixels: float, tiling_pixels: float | None) 
 def ensembles_table(
     ens_dir: Path, names: dict[str, str], tiling_pixels: float | None = None
 ) -> str:
-    """Markdown: every saved verdict ensemble beside its members alone.
+    """Markdown: every saved verdict ensemble beside its members alone, one table per
+    members' method, then a summary by budget and size (medians, sets meeting the goals).
 
     :param tiling_pixels: the tiling baseline's test pixel fraction, for the pixel goal
         (without it the goals column leaves the pixels out).
     """
     saved = [json.loads(p.read_text()) for p in ens_dir.glob("*.json")] if ens_dir.is_dir() else []
-    rows = []
-    for r in sorted(saved, key=lambda r: (r["key"], r["budget_s"], len(r["seeds"]), r["seeds"])):
-        op, m = r["operating_point"], r["test"]
-        at = op.get("test") or {}
-        each = "; ".join(
-            f"{s}: {_f(a['auroc_test'])} / {_f((a['test'] or {}).get('defect_recall'), 2)}"
-            f" / {_f((a['test'] or {}).get('false_alarm_rate'), 2)}"
-            for s, a in zip(r["seeds"], r["members"])
-        )
-        rows.append(
-            [
-                names.get(r["key"]) or agent_name(r["key"]),
-                ",".join(str(s) for s in r["seeds"]),
-                f"{len(r['seeds'])} x {r['budget_s'] / 60:g} / {r['spent_s'] / 60:.0f}",
-                _f(op.get("auroc_test")),
-                f"{_f(at.get('defect_recall'), 2)} / {_f(at.get('false_alarm_rate'), 2)}",
-                _f(at.get("balanced_accuracy")),
-                f"{_f(m['balanced_accuracy'])} / {_f(m['defect_recall'], 2)}"
-                f" / {_f(m['false_alarm_rate'], 2)}",
-                _f(m["pixel_fraction"], 4),
-                _goals_cell(at, m["pixel_fraction"], tiling_pixels),
-                each,
-            ]
-        )
-    if not rows:
+    if not saved:
         return ""
-    conf = np.asarray(saved[0]["test"]["confusion"])  # rows: truth, the ok class first
-    n_good, n_bad = int(conf[0].sum()), int(conf[1:].sum())
+    saved.sort(key=lambda r: (r["key"], r["budget_s"], len(r["seeds"]), r["seeds"]))
     header = [
-        "members' method",
         "seeds (lead first)",
         "training: runs x budget / spent min",
         "test AUROC",
@@ -583,6 +558,52 @@ def ensembles_table(
         "goals at the operating point",
         "each seed alone: AUROC / recall / false alarms at its operating point",
     ]
+    tables, groups = [], {}
+    for key in dict.fromkeys(r["key"] for r in saved):
+        rows = []
+        for r in (r for r in saved if r["key"] == key):
+            op, m = r["operating_point"], r["test"]
+            at = op.get("test") or {}
+            goals = _goals_cell(at, m["pixel_fraction"], tiling_pixels)
+            groups.setdefault((key, r["budget_s"], len(r["seeds"])), []).append((op, goals))
+            each = "; ".join(
+                f"{s}: {_f(a['auroc_test'])} / {_f((a['test'] or {}).get('defect_recall'), 2)}"
+                f" / {_f((a['test'] or {}).get('false_alarm_rate'), 2)}"
+                for s, a in zip(r["seeds"], r["members"])
+            )
+            rows.append(
+                [
+                    ",".join(str(s) for s in r["seeds"]),
+                    f"{len(r['seeds'])} x {r['budget_s'] / 60:g} / {r['spent_s'] / 60:.0f}",
+                    _f(op.get("auroc_test")),
+                    f"{_f(at.get('defect_recall'), 2)} / {_f(at.get('false_alarm_rate'), 2)}",
+                    _f(at.get("balanced_accuracy")),
+                    f"{_f(m['balanced_accuracy'])} / {_f(m['defect_recall'], 2)}"
+                    f" / {_f(m['false_alarm_rate'], 2)}",
+                    _f(m["pixel_fraction"], 4),
+                    goals,
+                    each,
+                ]
+            )
+        tables.append(f"Members: {names.get(key) or agent_name(key)}.\n\n" + table(header, rows))
+
+    def med(ops: list, get: Callable[[dict], Any]) -> str:
+        return _median([get(op) for op, _ in ops])
+
+    summary = [
+        [
+            f"{size} x {budget / 60:g}",
+            str(len(ops)),
+            med(ops, lambda op: op.get("auroc_test")),
+            med(ops, lambda op: (op.get("test") or {}).get("defect_recall")),
+            med(ops, lambda op: (op.get("test") or {}).get("false_alarm_rate")),
+            med(ops, lambda op: (op.get("test") or {}).get("balanced_accuracy")),
+            f"{sum(g == 'met' for _, g in ops)} / {len(ops)}",
+        ]
+        for (_, budget, size), ops in groups.items()
+    ]
+    conf = np.asarray(saved[0]["test"]["confusion"])  # rows: truth, the ok class first
+    n_good, n_bad = int(conf[0].sum()), int(conf[1:].sum())
     return (
         "\nVerdict ensembles of saved agents (`--ensemble-seeds A,B,... --budget-min N` with"
         " the members' flags; trains nothing; what `inspector export <lead run> --ensemble"
@@ -599,7 +620,21 @@ def ensembles_table(
             else ""
         )
         + "\n\n"
-        + table(header, rows)
+        + "\n".join(tables)
+        + "\nBy size and budget (every saved set of members and lead; sets share seeds, so"
+        " they are not independent):\n\n"
+        + table(
+            [
+                "members x budget min",
+                "ensembles",
+                "median test AUROC",
+                "median recall",
+                "median false alarms",
+                "median balanced acc",
+                "goals met",
+            ],
+            summary,
+        )
     )
 
 

@@ -357,6 +357,8 @@ def test_a_verdict_ensemble_of_saved_seeds_is_scored_and_tabled(magnetic_tile, t
         )
         table = q.ensembles_table(out_dir / "ensembles", {}, tiling_pixels=1.0)
         assert want in next(x for x in table.splitlines() if "| 1,0 |" in x)
+        summary = next(x for x in table.splitlines() if x.startswith("| 2 x "))
+        assert summary.endswith(f"| {int(want == '| met |')} / 1 |")
     with pytest.raises(RuntimeError, match="no saved run agent_s2_0s"):
         q.run_ensemble(out_dir, runs_dir, "agent", [0, 2], budget, magnetic_tile)
     with pytest.raises(argparse.ArgumentTypeError):
