@@ -7,7 +7,7 @@ import hashlib
 import cv2
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from camera_drivers.synthetic import CLASSES, OVERVIEW, SyntheticCamera
@@ -135,6 +135,7 @@ def test_line_orientations_and_width():
     point_size=st.sampled_from([(1, 1), (1, 2), (2, 3)]),
     contrast=st.sampled_from([(0.25, 0.6), (0.6, 1.0)]),
 )
+@example(seed=34374, i=34374, point_size=(2, 3), contrast=(0.25, 0.6))
 def test_points_invisible_in_overview_visible_at_native(seed, i, point_size, contrast):
     """The defining property: a point defect does not show in the 64-px overview."""
     cam = SyntheticCamera(
@@ -156,7 +157,12 @@ def test_points_invisible_in_overview_visible_at_native(seed, i, point_size, con
     if point_size == (1, 2) and contrast == (0.25, 0.6):  # the defaults
         assert on_defect.mean() > 1.5 * fluctuation(clean)
     else:
-        assert on_defect.mean() > 0.9 * fluctuation(clean)
+        # A cluster of at least lo x lo pixels is seen by summing over it (a matched
+        # filter gains sqrt(area) = lo over one pixel): the invisibility cap limits each
+        # pixel of a large cluster (2x3: 14 levels), which on a strongly textured panel
+        # is below its fluctuation pixel by pixel (found by hypothesis: seed 34374).
+        lo = point_size[0]
+        assert on_defect.mean() * lo > 0.9 * fluctuation(clean)
 
 
 @settings(max_examples=15, deadline=None)
