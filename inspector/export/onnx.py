@@ -46,19 +46,20 @@ def torch_reference(model_path: str | Path, ensemble: Sequence[str | Path] = ())
     members, profile = [], None
     for path in paths:
         model, prof, sha = load_trained(path)
-        bias = 0.0 if ensemble else read_ok_bias(path, sha)
-        members.append(TorchPolicy(model, meta_for_model(model, prof, sha, bias)))
+        members.append(
+            TorchPolicy(model, meta_for_model(model, prof, sha, read_ok_bias(path, sha)))
+        )
         profile = profile or prof
     if not ensemble:
         return members[0], members[0].graph, profile
-    lead_bias = read_ok_bias(model_path, members[0].meta.model_sha256)
-    if lead_bias:
+    if members[0].meta.ok_bias:
         log.warning(
             "%s is calibrated (ok bias %+.2f); the ensemble is not: calibrate the exported"
             " model (inspector calibrate) before a station runs it",
             model_path,
-            lead_bias,
+            members[0].meta.ok_bias,
         )
+    # The members' own biases do not carry over: EnsemblePolicy starts at ok bias 0.
     policy = EnsemblePolicy(members, names=[str(p) for p in paths])
     return policy, EnsembleGraph([m.graph for m in members]), profile
 
@@ -73,12 +74,17 @@ def export_onnx(
     :param ensemble: further runs whose verdicts join this one's in the graph
         (:func:`torch_reference`).
     """
+    return write_onnx(*torch_reference(model_path, ensemble), out)
+
+
+def write_onnx(policy: Any, graph: Any, profile: Any, out: str | Path) -> Path:
+    """Trace ``graph`` into ``out`` with ``policy``'s metadata (what :func:`torch_reference`
+    returns), checked by ``onnx.checker`` and written atomically."""
     import torch
 
     from inspector.scan import observation_shapes
 
     onnx = _onnx()
-    policy, graph, profile = torch_reference(model_path, ensemble)
     meta = policy.meta
     shapes = observation_shapes(profile.scan)
     dummy = tuple(torch.zeros((2, *shapes[k]), dtype=torch.float32) for k in INPUT_NAMES)
@@ -209,10 +215,9 @@ def export_report(
     """
     from inspector.runtime.onnx_backend import OrtPolicy
 
-    fp32_path = export_onnx(
-        model_path, out if not int8 else out.with_suffix(".fp32.onnx"), ensemble
-    )
-    torch_policy, _, profile = torch_reference(model_path, ensemble)
+    ref = torch_reference(model_path, ensemble)
+    fp32_path = write_onnx(*ref, out if not int8 else out.with_suffix(".fp32.onnx"))
+    torch_policy, _, profile = ref
     ort_fp32 = OrtPolicy(fp32_path)
     obs = record_observations(torch_policy, camera, params, n_obs)
     report: dict[str, Any] = {

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from inspector.errors import ModelError
+from inspector.runtime.ensemble import EPS
 from inspector.runtime.policy import ModelMeta, Policy
 
 
@@ -66,8 +67,6 @@ class EnsembleGraph(nn.Module):
     def forward(
         self, glimpse: torch.Tensor, overview: torch.Tensor, state: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        from inspector.runtime.ensemble import EPS
-
         outs = [g(glimpse, overview, state) for g in self.graphs]
         logp = torch.stack([torch.log(torch.clamp(o[1], EPS, 1.0)) for o in outs]).mean(0)
         return outs[0][0], torch.softmax(logp, dim=1), outs[0][2]
