@@ -44,12 +44,76 @@ from benchmarks._report import table, write_section  # noqa: E402
 from inspector.commands._args import non_negative_int  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "learning_efficiency"
-CAMERA = {"size": 128, "invisible_at": 32, "point_size": (1, 1)}
-#: Steps per part. A 1-px point is invisible at the 32-px overview and, against the
-#: panel texture, at the first zoom level too (measured: the searching teacher finds 1 %
-#: of points there), so a part needs a search at native resolution: 16 native cells.
-#: 12 steps cap any search at ~0.82 accuracy; 24 allow ~0.93 (see `search_ceiling`).
-STEP_BUDGET = 24
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One synthetic inspection task: the camera and how the agent may look at it.
+
+    Both tasks: 128x128 panels, 1-px points whose contrast is capped so that they are
+    invisible in the 32-px overview (``invisible_at=32``): finding them needs a glimpse
+    at native resolution, and a search, since the overview does not say where.
+    """
+
+    name: str
+    camera: dict
+    glimpse: int
+    zoom_levels: int
+    step_budget: int
+    about: str
+
+
+TASKS = {
+    # The default since 2026-12-05. A shallow pixel grid (grid 0.25) lets the default
+    # glimpse CNN tell a 1-px point from the texture at native resolution (supervised
+    # probe: 0.99 held out, against 0.50-0.58 on the full grid); 64-px glimpses make the
+    # native level 4 cells, so a complete search takes ~6 steps (teacher: 5.7, ceiling
+    # 1.00) and the question is what the rewards teach, not whether 1-px points on an
+    # LCD grid can be seen by a small CNN.
+    "quadrants": Task(
+        "quadrants",
+        {"size": 128, "invisible_at": 32, "point_size": (1, 1), "grid": 0.25},
+        glimpse=64,
+        zoom_levels=2,
+        step_budget=16,
+        about="shallow pixel grid (`grid=0.25`), glimpse 64, 2 zoom levels: the native level"
+        " is 4 cells of 64x64",
+    ),
+    # The first task (until 2026-12-05): full-depth grid, 32-px glimpses, 3 zoom levels.
+    # A 1-px point is invisible at the first zoom level too (the searching teacher finds
+    # 1 % of points there), so a part needs a search of 16 native cells: 12 steps cap any
+    # search at ~0.82 accuracy, 24 allow ~0.93 (see `search_ceiling`).
+    "grid16": Task(
+        "grid16",
+        {"size": 128, "invisible_at": 32, "point_size": (1, 1)},
+        glimpse=32,
+        zoom_levels=3,
+        step_budget=24,
+        about="full-depth pixel grid, glimpse 32, 3 zoom levels (reward_profiles/lcd_panel.yaml"
+        " scan): the native level is 16 cells of 32x32",
+    ),
+}
+DEFAULT_TASK = "quadrants"
+#: The task in use (:func:`use_task`); the functions below read these.
+TASK = TASKS[DEFAULT_TASK]
+CAMERA = TASK.camera
+STEP_BUDGET = TASK.step_budget
+GLIMPSE = TASK.glimpse
+
+
+def use_task(name: str) -> Task:
+    """Make ``name`` the task every function of this module works on."""
+    global TASK, CAMERA, STEP_BUDGET, GLIMPSE
+    TASK = TASKS[name]
+    CAMERA, STEP_BUDGET, GLIMPSE = TASK.camera, TASK.step_budget, TASK.glimpse
+    return TASK
+
+
+def results_dir(mode: str) -> Path:
+    """Where the task's runs are saved (the first task kept the plain mode name)."""
+    return RESULTS / (mode if TASK.name == "grid16" else f"{mode}_{TASK.name}")
+
+
 #: ``--balanced-verdict``: weight of the teacher's stop steps in the class-balanced
 #: verdict cross-entropy (the stop steps are ~7 % of the cloned samples).
 BALANCED_STOP_WEIGHT = 8.0
@@ -67,11 +131,14 @@ def arm_setup(arm: str):
     """(profile, HybridPPO kwargs, use plain SB3 PPO) for an arm."""
     from inspector.profile import RedistributionConfig, load_profile
 
+    def task_scan(prof):
+        scan = dataclasses.replace(prof.scan, glimpse=GLIMPSE, zoom_levels=TASK.zoom_levels)
+        return dataclasses.replace(prof, step_budget=STEP_BUDGET, scan=scan)
+
     if arm == "a":
         sparse = load_profile(str(ROOT / "reward_profiles" / "sparse.yaml"))
-        return dataclasses.replace(sparse, step_budget=STEP_BUDGET), {}, True
-    base = load_profile(str(ROOT / "reward_profiles" / "lcd_panel.yaml"))
-    base = dataclasses.replace(base, step_budget=STEP_BUDGET)
+        return task_scan(sparse), {}, True
+    base = task_scan(load_profile(str(ROOT / "reward_profiles" / "lcd_panel.yaml")))
     method = {"b": "none", "c": "exponential", "d": "learned", "e": "exponential", "f": "shuffled"}[
         arm
     ]
@@ -338,7 +405,7 @@ def _grid_residual(gray: np.ndarray) -> np.ndarray:
 def point_visibility(frames: int = 600, seed: int = 0, false_alarm: float = 0.05) -> dict:
     """How visible a point is at native resolution, with no learning: two fixed detectors.
 
-    Each scores a native 32x32 glimpse by its largest residual: ``|pixel -
+    Each scores a native glimpse (the task's glimpse size) by its largest residual: ``|pixel -
     median3x3(pixel)|`` (local), or the residual against the pixels one grid pitch away
     (:func:`_grid_residual`, which knows the panel has a periodic grid). Glimpses around
     a point are compared with glimpses of ok panels, thresholded at ``false_alarm`` of
@@ -362,17 +429,17 @@ def point_visibility(frames: int = 600, seed: int = 0, false_alarm: float = 0.05
             "local": np.abs(gray.astype(np.int16) - cv2.medianBlur(gray, 3).astype(np.int16)),
             "grid": _grid_residual(gray),
         }
-        s = gray.shape[0]
+        s, g, h = gray.shape[0], GLIMPSE, GLIMPSE // 2
         if f.truth.label == "point":
             corners = [
-                (min(max(8, b.y0 - 16), s - 40), min(max(8, b.x0 - 16), s - 40))
+                (min(max(8, b.y0 - h), s - g - 8), min(max(8, b.x0 - h), s - g - 8))
                 for b in f.truth.boxes
             ]
         else:
-            corners = [(s // 2 - 16, s // 2 - 16)]
+            corners = [(s // 2 - h, s // 2 - h)]
         for k, r in res.items():
             for y0, x0 in corners:
-                scores[k][f.truth.label].append(float(r[y0 : y0 + 32, x0 : x0 + 32].max()))
+                scores[k][f.truth.label].append(float(r[y0 : y0 + g, x0 : x0 + g].max()))
     out: dict = {"false_alarm": false_alarm, "points": len(scores["local"]["point"])}
     for k, sc in scores.items():
         thr = float(np.percentile(sc["ok"], 100 * (1 - false_alarm)))
@@ -387,9 +454,10 @@ def point_visibility(frames: int = 600, seed: int = 0, false_alarm: float = 0.05
 def perception_probe(samples: int = 12_000, epochs: int = 12, seed: int = 0) -> dict:
     """Held-out accuracy of the glimpse CNN, trained supervised, on point-vs-ok glimpses.
 
-    Native 32x32 crops of the training panels: one around each point (at a random
-    offset) and two at random places of each ok panel; 80 % train, 20 % held out. Both
-    :class:`~inspector.train.network.GlimpseCNN` variants, a linear head, Adam 2e-3.
+    Native crops (the task's glimpse size) of the training panels: one around each
+    point (at a random offset) and two at random places of each ok panel; 80 % train,
+    20 % held out. Both :class:`~inspector.train.network.GlimpseCNN` variants, a linear
+    head, Adam 2e-3.
     It separates "can the network see a point at all" from "does RL teach it to".
     """
     import torch
@@ -402,7 +470,7 @@ def perception_probe(samples: int = 12_000, epochs: int = 12, seed: int = 0) -> 
     cam = open_camera("synthetic", {**CAMERA, "seed": seed})
     rng = np.random.default_rng(seed)
     xs, ys, i = [], [], 0
-    size = CAMERA["size"]
+    size, g = CAMERA["size"], GLIMPSE
     while len(xs) < samples:
         f = cam.load(i)
         i += 1
@@ -411,14 +479,14 @@ def perception_probe(samples: int = 12_000, epochs: int = 12, seed: int = 0) -> 
             continue
         if f.truth.label == "point":
             for b in f.truth.boxes:
-                x0 = int(np.clip(b.x0 - rng.integers(0, 32), 0, size - 32))
-                y0 = int(np.clip(b.y0 - rng.integers(0, 32), 0, size - 32))
-                xs.append(img[y0 : y0 + 32, x0 : x0 + 32])
+                x0 = int(np.clip(b.x0 - rng.integers(0, g), 0, size - g))
+                y0 = int(np.clip(b.y0 - rng.integers(0, g), 0, size - g))
+                xs.append(img[y0 : y0 + g, x0 : x0 + g])
                 ys.append(1)
         elif f.truth.label == "ok":
             for _ in range(2):
-                x0, y0 = (int(v) for v in rng.integers(0, size - 31, size=2))
-                xs.append(img[y0 : y0 + 32, x0 : x0 + 32])
+                x0, y0 = (int(v) for v in rng.integers(0, size - g + 1, size=2))
+                xs.append(img[y0 : y0 + g, x0 : x0 + g])
                 ys.append(0)
     x = torch.tensor(np.stack(xs)).float().unsqueeze(1)
     y = torch.tensor(ys)
@@ -637,6 +705,12 @@ def variants_table(out_dir: Path, budget: int, target: float) -> tuple[str, list
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="2 seeds, small budget (< 10 min)")
+    ap.add_argument(
+        "--task",
+        choices=sorted(TASKS),
+        default=DEFAULT_TASK,
+        help=f"which synthetic task (default {DEFAULT_TASK}; grid16: the first, harder one)",
+    )
     ap.add_argument("--seeds", type=int, help="seeds per arm (default 5, quick 1)")
     ap.add_argument(
         "--only-seeds",
@@ -742,8 +816,9 @@ def main(argv: list[str] | None = None) -> int:
     budget = args.budget or (6144 if args.quick else 30_000)
     eval_every = 1024 if args.quick else 2048
     eval_parts = 60 if args.quick else 150
+    use_task(args.task)
     mode = "quick" if args.quick else "full"
-    out_dir = RESULTS / mode
+    out_dir = results_dir(mode)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
     only = {int(v) for v in args.only_seeds.split(",")} if args.only_seeds else None
@@ -805,10 +880,10 @@ def main(argv: list[str] | None = None) -> int:
     rc = ceiling["per_class_recall"]
     notes = [
         "",
-        f"Task: synthetic panels {CAMERA['size']}x{CAMERA['size']}, 1-px points invisible at the"
+        f"Task `{TASK.name}` (`--task {TASK.name}`): synthetic panels"
+        f" {CAMERA['size']}x{CAMERA['size']}, 1-px points invisible at the"
         f" {CAMERA['invisible_at']}-px overview (`invisible_at={CAMERA['invisible_at']}`),"
-        f" glimpse 32, 3 zoom levels (reward_profiles/lcd_panel.yaml scan), step budget"
-        f" {STEP_BUDGET}.",
+        f" {TASK.about}; step budget {STEP_BUDGET}.",
         f"Search ceiling (no learning): the non-privileged searching teacher, declaring the"
         f" true class once the defect is in sight and ok otherwise, reaches accuracy"
         f" {ceiling['accuracy']:.3f} (recall ok / line / point "
@@ -817,16 +892,12 @@ def main(argv: list[str] | None = None) -> int:
         f" {args.target:.0%} target is "
         + ("reachable" if ceiling["accuracy"] >= args.target else "NOT reachable")
         + " within the budget, for a searcher that never misjudges a glimpse.",
-        f"Point visibility at native resolution (no learning; largest residual in a 32x32"
-        f" glimpse, {vis['points']} points, threshold at {vis['false_alarm']:.0%} false"
-        f" alarms on ok glimpses): against the 3x3 median, the panel's pixel grid alone"
-        f" gives the median ok glimpse a {vis['local']['ok_max_median']:.0f}-level residual"
+        f"Point visibility at native resolution (no learning; largest residual in a"
+        f" {GLIMPSE}x{GLIMPSE} glimpse, {vis['points']} points, threshold at"
+        f" {vis['false_alarm']:.0%} false alarms on ok glimpses): against the 3x3 median,"
+        f" the median ok glimpse has a {vis['local']['ok_max_median']:.0f}-level residual"
         f" and {vis['local']['recall']:.0%} of points are found; against the pixels one grid"
-        f" pitch away (a detector that models the grid) {vis['grid']['recall']:.0%} are"
-        f" found. The points are there to be seen, but only by a detector that separates"
-        f" them from the periodic grid: with the default glimpse CNN (3x3 kernels, stride-2"
-        f" first layer) the full stack (e) searches at native resolution after cloning the"
-        f" teacher and still misses nearly every point; the other arms never search.",
+        f" pitch away (a detector that models the grid) {vis['grid']['recall']:.0%}.",
         f"Perception probe (`perception_probe`: the glimpse CNN trained supervised on"
         f" {probe['samples']:,} native glimpses, point vs ok, 20 % held out): the default"
         f" CNN reaches {probe['fast']['accuracy']:.2f} held-out accuracy (point recall"
@@ -889,9 +960,15 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 0
-    write_section(
+    section, title = (
         "learning_efficiency",
         "Learning efficiency (synthetic panels, points invisible at overview)",
+    )
+    if TASK.name != DEFAULT_TASK:
+        section, title = f"{section}_{TASK.name}", f"{title}: task {TASK.name}"
+    write_section(
+        section,
+        title,
         body + "\n".join(notes) + "\n",
         command=" ".join(
             ["python -m benchmarks.learning_efficiency"]

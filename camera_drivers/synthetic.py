@@ -93,6 +93,10 @@ class SyntheticCamera(CameraDriver):
     :param point_size: range LO,HI of the side of a point cluster in pixels.
     :param line_width: width of line defects in pixels (1 to 4).
     :param noise: sensor noise std in gray levels (0 to 20).
+    :param grid: depth of the pixel grid (sub-pixel stripes and black matrix), 0 (a
+        flat panel) to 1 (default, a real panel's grid). A shallower grid makes small
+        points easier to tell from the texture at native and intermediate zoom; their
+        overview invisibility does not depend on it.
     :param invisible_at: points stay invisible when the whole frame is shrunk to this many
         pixels (INTER_AREA); default 64. Set it to the agent's overview size so that
         finding points needs focusing.
@@ -112,6 +116,7 @@ class SyntheticCamera(CameraDriver):
         line_width: int = 1,
         noise: float = 3.0,
         invisible_at: int = OVERVIEW,
+        grid: float = 1.0,
     ) -> None:
         super().__init__()
         if not 128 <= size <= 2048:
@@ -137,6 +142,9 @@ class SyntheticCamera(CameraDriver):
             raise CameraError(f"synthetic: line_width must be 1 to 4, got {line_width}")
         if not 0 <= noise <= 20:
             raise CameraError(f"synthetic: noise must be 0 to 20, got {noise}")
+        if not 0.0 <= grid <= 1.0:
+            raise CameraError(f"synthetic: grid must be 0 to 1, got {grid}")
+        self.grid = float(grid)
         if not 16 <= invisible_at <= size:
             raise CameraError(f"synthetic: invisible_at must be 16 to size, got {invisible_at}")
         self.invisible_at = int(invisible_at)
@@ -164,7 +172,10 @@ class SyntheticCamera(CameraDriver):
                 cols[-1] = 0.87 - rng.uniform(0.0, 0.03)  # the gap between pixels
             rows = np.ones(p)
             rows[-1] = 0.86 + rng.uniform(0.0, 0.03)
-            tile = np.rint(255.0 * rows[:, None] * cols[None, :]).astype(np.uint8)
+            depth = rows[:, None] * cols[None, :]
+            if self.grid != 1.0:  # the default keeps its exact bytes
+                depth = 1.0 - self.grid * (1.0 - depth)
+            tile = np.rint(255.0 * depth).astype(np.uint8)
             reps = (s + p) // p + 1
             self._textures.append(
                 np.ascontiguousarray(np.tile(tile, (reps, reps))[: s + p, : s + p])

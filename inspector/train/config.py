@@ -78,6 +78,9 @@ class TrainConfig:
         ``scan.overview`` equal to ``scan.glimpse``.
     :param critic_warmup: env steps at the start of PPO during which only the value
         function learns (after cloning it is untrained; see ``HybridPPO``); 0 = off.
+    :param verdict_on_stop: the PPO ratio counts the verdict's probability on stop steps
+        only, where the environment reads it (see ``HybridPPO``); on other steps the
+        sampled verdict changes nothing and only adds noise to the verdict head.
     :param verdict_balance: class-balanced verdict cross-entropy, in behaviour cloning
         and in the hybrid loss (see ``inspector.train.losses``): without it the verdict
         head learns the majority ``ok`` on the steps where the teacher has no defect in
@@ -125,6 +128,7 @@ class TrainConfig:
     glimpse_evidence: bool = False
     overview_evidence: bool = False
     critic_warmup: int = 0
+    verdict_on_stop: bool = True
     verdict_balance: bool = False
     verdict_stop_weight: float = 1.0
 

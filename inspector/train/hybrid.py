@@ -15,8 +15,15 @@ loss = (w_rl * L_PPO + w_sl * L_CE + w_kd * L_KL) / (w_rl + w_sl + w_kd)
   reports (``teacher="scripted"``; a label-smoothed one-hot target on the move
   component). Without a teacher w_kd is 0, and the log says so.
 
-With w_sl = w_kd = 0 the loss *is* the PPO loss (not a rescaled copy), so the
-gradients equal plain PPO's on the same batch. Subclasses PPO and overrides
+The verdict is read only on ``stop`` (see :mod:`inspector.env`), so by default
+(``verdict_on_stop``) the PPO ratio counts the verdict component's probability on
+stop steps only: on every other step the sampled verdict changes nothing, and its
+log-probability times the step's advantage is zero-mean noise in the verdict head's
+gradient (and drift in the ratio that clipping then holds against the move). The
+rollout's stored log-probabilities are corrected the same way before the update.
+
+With w_sl = w_kd = 0 and ``verdict_on_stop=False`` the loss *is* the PPO loss (not a
+rescaled copy), so the gradients equal plain PPO's on the same batch. Subclasses PPO and overrides
 ``train()`` only (plus a two-line hook that hands each step's infos to the buffer).
 """
 
@@ -33,6 +40,7 @@ from stable_baselines3.common.utils import explained_variance
 from torch.nn import functional as F
 
 from inspector.rrm.buffer import RRMRolloutBuffer
+from inspector.scan import STOP
 from inspector.train.losses import balanced_class_weights, verdict_cross_entropy
 
 log = logging.getLogger(__name__)
@@ -50,6 +58,8 @@ class HybridPPO(PPO):
         over each rollout's targets (see :mod:`inspector.train.losses`).
     :param verdict_stop_weight: weight of the steps where the scripted teacher would stop
         in the verdict cross-entropy (1 = none).
+    :param verdict_on_stop: the verdict component's log-probability enters the PPO
+        ratio on stop steps only (the only steps where the environment reads it).
     :param critic_warmup: for the model's first ``critic_warmup`` env steps only the
         value function learns (on detached features; the policy, the features and the
         hybrid terms are left alone). After behaviour cloning the value head is still
@@ -59,6 +69,8 @@ class HybridPPO(PPO):
 
     #: Default after loading: the teacher is not saved with the model (see below).
     teacher: Any = None
+    #: Default for models saved before the option existed.
+    verdict_on_stop: bool = False
 
     def __init__(
         self,
@@ -71,11 +83,13 @@ class HybridPPO(PPO):
         verdict_balance: bool = False,
         verdict_stop_weight: float = 1.0,
         critic_warmup: int = 0,
+        verdict_on_stop: bool = True,
         **kwargs: Any,
     ) -> None:
         if critic_warmup < 0:
             raise ValueError(f"critic_warmup must not be negative, got {critic_warmup}")
         self.critic_warmup = int(critic_warmup)
+        self.verdict_on_stop = bool(verdict_on_stop)
         if verdict_stop_weight <= 0:
             raise ValueError(f"verdict_stop_weight must be positive, got {verdict_stop_weight}")
         self.verdict_balance = bool(verdict_balance)
@@ -110,6 +124,57 @@ class HybridPPO(PPO):
         if isinstance(self.rollout_buffer, RRMRolloutBuffer) and dones is not None:
             self.rollout_buffer.stash(infos, dones, getattr(self.env, "reset_infos", None))
 
+    # -- the verdict on stop steps only -------------------------------------------------
+    def _masks_verdict(self) -> bool:
+        space = self.action_space
+        return bool(
+            self.verdict_on_stop
+            and isinstance(space, spaces.MultiDiscrete)
+            and len(space.nvec) == 2
+        )
+
+    def _action_log_prob(self, dist: Any, actions: th.Tensor) -> th.Tensor:
+        """The log-probability of ``actions`` the PPO ratio uses.
+
+        With ``verdict_on_stop`` the verdict component counts on stop steps only.
+        """
+        if not self._masks_verdict():
+            return dist.log_prob(actions)
+        move, verdict = dist.distribution
+        a = actions.long()
+        stop = (a[:, 0] == STOP).to(th.float32)
+        return move.log_prob(a[:, 0]) + stop * verdict.log_prob(a[:, 1])
+
+    def _mask_rollout_log_probs(self) -> None:
+        """Drop the verdict component from the stored log-probabilities of non-stop steps.
+
+        Called before the update's first pass, while the policy is still the one that
+        collected the rollout: its verdict log-probabilities are those of the rollout.
+        """
+        buf = self.rollout_buffer
+        if not self._masks_verdict() or buf.generator_ready:
+            return
+        n_steps, n_envs = buf.log_probs.shape[:2]
+        actions = buf.actions.reshape(n_steps * n_envs, -1)
+        non_stop = actions[:, 0].astype(np.int64) != STOP
+        if not non_stop.any():
+            return
+        idx = np.flatnonzero(non_stop)
+        lp_verdict = np.zeros(n_steps * n_envs, dtype=np.float32)
+        self.policy.set_training_mode(False)
+        with th.no_grad():
+            for s in range(0, len(idx), 512):
+                part = idx[s : s + 512]
+                obs = {
+                    k: th.as_tensor(v.reshape(n_steps * n_envs, *v.shape[2:])[part]).to(self.device)
+                    for k, v in buf.observations.items()
+                }
+                dist = self.policy.get_distribution(obs)
+                a = th.as_tensor(actions[part, 1]).long().to(self.device)
+                lp_verdict[part] = dist.distribution[1].log_prob(a).cpu().numpy()
+        self.policy.set_training_mode(True)
+        buf.log_probs -= lp_verdict.reshape(n_steps, n_envs)
+
     # -- the hybrid loss ----------------------------------------------------------------
     def _kd_loss(self, obs: Any, dist: Any, samples: Any) -> th.Tensor | None:
         cats = dist.distribution
@@ -135,6 +200,7 @@ class HybridPPO(PPO):
 
     def train(self) -> None:
         """One PPO update over the rollout with the hybrid loss."""
+        self._mask_rollout_log_probs()
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
@@ -171,7 +237,7 @@ class HybridPPO(PPO):
                 latent_pi = policy.mlp_extractor.forward_actor(pi_features)
                 latent_vf = policy.mlp_extractor.forward_critic(vf_features)
                 dist = policy._get_action_dist_from_latent(latent_pi)
-                log_prob = dist.log_prob(actions)
+                log_prob = self._action_log_prob(dist, actions)
                 values = policy.value_net(latent_vf)
                 entropy = dist.entropy()
                 values = values.flatten()

@@ -128,6 +128,7 @@ def build_model(env: Any, profile: Profile, cfg: TrainConfig, teacher: Any, tb_d
         verdict_balance=cfg.verdict_balance,
         verdict_stop_weight=cfg.verdict_stop_weight,
         critic_warmup=cfg.critic_warmup,
+        verdict_on_stop=cfg.verdict_on_stop,
         **ppo_kwargs(cfg, len(profile.classes)),
     )
 

@@ -115,6 +115,25 @@ def test_inference_benchmark_times_every_backend(tmp_path):
 def test_learning_efficiency_pieces_run_at_a_tiny_size():
     import benchmarks.learning_efficiency as le
 
+    assert le.TASK.name == le.DEFAULT_TASK == "quadrants"
+    prof, _, plain = le.arm_setup("a")
+    assert plain and prof.scan.glimpse == 64 and prof.scan.zoom_levels == 2
+    assert prof.step_budget == le.STEP_BUDGET == 16
+    r = le.run_one("b", 0, 512, eval_every=512, eval_parts=3, n_envs=2)
+    assert r["curve"] and 0.0 <= r["curve"][-1]["accuracy"] <= 1.0
+    assert le.results_dir("quick").name == "quick_quadrants"
+    # The first task: every option of the full stack (the overview evidence needs the
+    # overview and the glimpse of one size, as there).
+    le.use_task("grid16")
+    try:
+        _pieces_at_a_tiny_size(le)
+    finally:
+        le.use_task(le.DEFAULT_TASK)
+
+
+def _pieces_at_a_tiny_size(le):
+    assert le.results_dir("quick").name == "quick"
+    assert le.arm_setup("b")[0].scan.glimpse == 32
     ceiling = le.search_ceiling(4)
     assert 0.0 <= ceiling["accuracy"] <= 1.0 and ceiling["mean_steps"] >= 1
     vis = le.point_visibility(frames=60)

@@ -190,6 +190,8 @@ def test_lines_visible_in_overview(seed, i):
         ({"contrast": (0.5, 0.2)}, "contrast"),
         ({"point_size": (0, 2)}, "point_size"),
         ({"line_width": 9}, "line_width"),
+        ({"grid": 1.5}, "grid must be 0 to 1"),
+        ({"grid": -0.1}, "grid must be 0 to 1"),
     ],
 )
 def test_bad_parameters_are_camera_errors(params, text):
@@ -220,3 +222,20 @@ def test_open_camera_converts_param_strings():
     assert cam.has_truth
     with pytest.raises(CameraError, match="size must be 128 to 2048"):
         open_camera("synthetic", {"size": "100"})
+
+
+def test_grid_depth_scales_the_pixel_grid_and_leaves_the_defects_alone():
+    import cv2
+
+    def texture(grid):
+        cam = SyntheticCamera(size=128, seed=3, defect_rate=1.0, class_mix={"point": 1}, grid=grid)
+        img, truth = cam.render(5)
+        flat = img.astype(np.float32) - cv2.blur(img, (9, 9)).astype(np.float32)
+        return float(np.abs(flat).mean()), truth
+
+    deep, t_deep = texture(1.0)
+    shallow, t_shallow = texture(0.25)
+    flat, _ = texture(0.0)
+    assert flat < shallow < deep
+    # Same panel otherwise: the defects (and their truth) do not depend on the grid.
+    assert t_deep.boxes == t_shallow.boxes and (t_deep.mask == t_shallow.mask).all()

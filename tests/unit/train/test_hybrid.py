@@ -13,7 +13,7 @@ from inspector.train.hybrid import HybridPPO
 from tests.unit.rrm.test_buffer import POLICY_KW, collect, tiny_profile, venv
 
 
-def _pair(w_sl: float, w_kd: float, teacher=None):
+def _pair(w_sl: float, w_kd: float, teacher=None, verdict_on_stop: bool = True):
     prof = tiny_profile()
     kw = dict(n_steps=32, batch_size=64, n_epochs=1, seed=5, device="cpu", policy_kwargs=POLICY_KW)
     plain = PPO(
@@ -32,6 +32,7 @@ def _pair(w_sl: float, w_kd: float, teacher=None):
         w_sl=w_sl,
         w_kd=w_kd,
         teacher=teacher,
+        verdict_on_stop=verdict_on_stop,
         **kw,
     )
     ours.policy.load_state_dict(plain.policy.state_dict())
@@ -67,7 +68,7 @@ def _grads_after_one_minibatch(model) -> list[th.Tensor]:
 
 
 def test_zero_extra_weights_give_plain_ppo_gradients_on_the_same_batch():
-    plain, ours = _pair(0.0, 0.0)
+    plain, ours = _pair(0.0, 0.0, verdict_on_stop=False)
     g_plain = _grads_after_one_minibatch(plain)
     g_ours = _grads_after_one_minibatch(ours)
     assert len(g_plain) == len(g_ours) > 0
@@ -180,3 +181,62 @@ def test_critic_warmup_must_not_be_negative():
 
     with pytest.raises(ValueError, match="critic_warmup"):
         HybridPPO("MultiInputPolicy", venv(tiny_profile()), device="cpu", critic_warmup=-1)
+
+
+def test_verdict_on_stop_corrects_the_stored_log_probs_of_non_stop_steps():
+    from inspector.scan import STOP
+
+    _, ours = _pair(0.0, 0.0)
+    buf = ours.rollout_buffer
+    stored = buf.log_probs.copy()
+    n = stored.size
+    acts = buf.actions.reshape(n, -1).astype(np.int64)
+    stop = acts[:, 0] == STOP
+    assert stop.any() and (~stop).any()  # the rollout has both kinds of step
+    obs = {k: th.as_tensor(v.reshape(n, *v.shape[2:])) for k, v in buf.observations.items()}
+    with th.no_grad():
+        move, verdict = ours.policy.get_distribution(obs).distribution
+        lp_move = move.log_prob(th.as_tensor(acts[:, 0])).numpy()
+        lp_verdict = verdict.log_prob(th.as_tensor(acts[:, 1])).numpy()
+    np.testing.assert_allclose(stored.reshape(n), lp_move + lp_verdict, atol=1e-5)
+    ours._mask_rollout_log_probs()
+    want = lp_move + np.where(stop, lp_verdict, 0.0)
+    np.testing.assert_allclose(buf.log_probs.reshape(n), want, atol=1e-5)
+
+
+def _verdict_rows_grad(model) -> th.Tensor:
+    """The PPO gradient of the verdict rows of the action head (entropy bonus off)."""
+    from stable_baselines3.common.logger import configure
+
+    from inspector.scan import ACTIONS
+
+    model.ent_coef = 0.0
+    model.set_logger(configure(None, []))
+    captured = []
+    opt = model.policy.optimizer
+    orig_step = opt.step
+
+    def capture():
+        captured.append(model.policy.action_net.weight.grad[len(ACTIONS) :].clone())
+        raise StopIteration
+
+    opt.step = capture
+    try:
+        model.train()
+    except StopIteration:
+        pass
+    finally:
+        opt.step = orig_step
+    return captured[0]
+
+
+def test_verdict_on_stop_gives_the_verdict_head_no_ppo_gradient_without_stops():
+    from inspector.scan import STOP
+
+    masked = _pair(0.0, 0.0)[1]
+    unmasked = _pair(0.0, 0.0, verdict_on_stop=False)[1]
+    for model in (masked, unmasked):  # a rollout in which nothing stopped
+        acts = model.rollout_buffer.actions
+        acts[..., 0] = np.where(acts[..., 0] == STOP, 0, acts[..., 0])
+    assert th.count_nonzero(_verdict_rows_grad(masked)) == 0
+    assert th.count_nonzero(_verdict_rows_grad(unmasked)) > 0
