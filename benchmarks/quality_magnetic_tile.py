@@ -429,34 +429,51 @@ def tiling_probs(sc: dict[str, np.ndarray], n_classes: int, ok: int) -> np.ndarr
     return p
 
 
-def agent_probs(
-    model_dir: Path, root: str | Path, split: str, episodes: int = 100_000
-) -> tuple[np.ndarray, np.ndarray, Any]:
-    """The agent's class probabilities at each decision on a split: (probs, labels, R)."""
-    from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
+def load_agent(model_dir: Path) -> Any:
+    """A saved agent run (its model.zip) as a torch policy, as the product loads it."""
+    from inspector.runtime.backends import load_policy
 
-    model, profile, sha = load_trained(model_dir)
-    policy = TorchPolicy(model, meta_for_model(model, profile, sha))
-    return policy_probs(policy, root, split, episodes)
+    return load_policy(model_dir, allow_torch=True)
 
 
 def policy_probs(
     policy: Any, root: str | Path, split: str, episodes: int = 100_000
 ) -> tuple[np.ndarray, np.ndarray, Any]:
     """A loaded policy's class probabilities at each decision on a split: (probs, labels, R)."""
-    from inspector.train.evaluate import part_probabilities
-
-    probs, y = part_probabilities(policy, "folder", camera_params(root, split), episodes)
+    _, probs, y = policy_pass(policy, root, split, episodes)
     return probs, y, policy.meta.outcome_matrix
+
+
+def policy_pass(
+    policy: Any, root: str | Path, split: str, episodes: int = 100_000
+) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """One pass of a loaded policy over a split: ``evaluate()``'s metrics, and the class
+    probabilities at each decision with the true class indices (for operating points)."""
+    from inspector.train.evaluate import metrics, run_parts
+
+    labels, decisions, _ = run_parts(policy, "folder", camera_params(root, split), episodes)
+    classes = policy.meta.classes
+    m = metrics(classes, classes[0], labels, decisions)
+    idx = {c: i for i, c in enumerate(classes)}
+    probs = np.stack([d.probabilities for d in decisions])
+    return m, probs, np.asarray([idx[c] for c in labels])
+
+
+def policy_test_figures(
+    policy: Any, root: str | Path, val_episodes: int = 100_000, test_episodes: int = 100_000
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(test metrics, :func:`operating_point`) of a loaded policy: one val pass, one test
+    pass (the metrics and the operating point's test figures come from the same pass)."""
+    pv, yv, rule = policy_probs(policy, root, "val", val_episodes)
+    test, pt, yt = policy_pass(policy, root, "test", test_episodes)
+    return test, operating_point((pv, yv), (pt, yt), rule)
 
 
 def agent_operating_point(
     model_dir: Path, root: str | Path, val_episodes: int = 100_000, test_episodes: int = 100_000
 ) -> dict[str, Any]:
     """:func:`operating_point` of a saved agent (one val and one test pass)."""
-    pv, yv, m = agent_probs(model_dir, root, "val", val_episodes)
-    pt, yt, _ = agent_probs(model_dir, root, "test", test_episodes)
-    return operating_point((pv, yv), (pt, yt), m)
+    return policy_test_figures(load_agent(model_dir), root, val_episodes, test_episodes)[1]
 
 
 # -- verdict ensembles of saved agents ------------------------------------------------------
@@ -504,8 +521,7 @@ def run_ensemble(
         members.append(load_policy(best, allow_torch=True))
         saved.append(json.loads(result.read_text()))
     policy = EnsemblePolicy(members, names=[f"seed {s}" for s in seeds])
-    pv, yv, rule = policy_probs(policy, root, "val", val_episodes)
-    pt, yt, _ = policy_probs(policy, root, "test", test_episodes)
+    test, op = policy_test_figures(policy, root, val_episodes, test_episodes)
 
     def alone(r: dict[str, Any]) -> dict[str, Any]:
         op = r.get("operating_point") or {}
@@ -519,8 +535,8 @@ def run_ensemble(
         "spent_s": sum(r["spent_s"] for r in saved),
         "models": [r["model"] for r in saved],
         "members": [alone(r) for r in saved],
-        "test": _eval_policy(policy, root, "test", test_episodes),
-        "operating_point": operating_point((pv, yv), (pt, yt), rule),
+        "test": test,
+        "operating_point": op,
     }
 
 
@@ -806,20 +822,8 @@ def agent_config(seed: int, **overrides: Any):
 
 
 def _eval_agent(model_dir: Path, root: str | Path, split: str, episodes: int = 100_000):
-    from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
-
-    model, profile, sha = load_trained(model_dir)
-    policy = TorchPolicy(model, meta_for_model(model, profile, sha))
-    return _eval_policy(policy, root, split, episodes)
-
-
-def _eval_policy(policy: Any, root: str | Path, split: str, episodes: int = 100_000):
-    """``evaluate()`` of a loaded policy (one agent or an ensemble) on a split."""
-    from inspector.train.evaluate import evaluate
-
-    ok_class = policy.meta.classes[0]
-    m, _ = evaluate(policy, "folder", camera_params(root, split), episodes, ok_class=ok_class)
-    return m
+    """``evaluate()``'s metrics of a saved agent on a split."""
+    return policy_pass(load_agent(model_dir), root, split, episodes)[0]
 
 
 SELECT = ("balanced_accuracy", "defect_auroc")
@@ -929,8 +933,7 @@ def run_agent(
         )
     if state["best"] is None:
         raise RuntimeError(f"agent: budget {budget_s:.0f} s too small for one chunk")
-    test = _eval_agent(best_dir, root, "test", test_episodes)
-    op = agent_operating_point(best_dir, root, val_episodes, test_episodes)
+    test, op = policy_test_figures(load_agent(best_dir), root, val_episodes, test_episodes)
     return {
         "method": "agent",
         "seed": seed,
@@ -1009,6 +1012,7 @@ def reselect(
         raise RuntimeError(f"reselect: {key}{suffix} has no chunks")
     shutil.rmtree(new_dir / "candidate", ignore_errors=True)
     best_dir = stage(best["steps"], new_dir / "best")
+    test, op = policy_test_figures(load_agent(best_dir), root, val_episodes, test_episodes)
     return {
         **src,
         "best_val": best,
@@ -1016,8 +1020,8 @@ def reselect(
         "select": "defect_auroc",
         "reselected_from": f"{key}{suffix}",
         "model": str(best_dir.relative_to(ROOT) if best_dir.is_relative_to(ROOT) else best_dir),
-        "test": _eval_agent(best_dir, root, "test", test_episodes),
-        "operating_point": agent_operating_point(best_dir, root, val_episodes, test_episodes),
+        "test": test,
+        "operating_point": op,
     }
 
 
