@@ -229,3 +229,17 @@ def test_learning_efficiency_counts_calibrated_accuracy_only_where_it_was_measur
     assert cal["reached"] == 1 and cal["median_steps"] == (2000 + 4096) / 2
     assert cal["best"] == (0.92 + 0.8) / 2 and cal["final"] == (0.88 + 0.8) / 2
     assert "3,048 (cap), 1/2, 0.860, 0.840" in body
+
+
+def test_learning_efficiency_ratio_notes_bound_the_ratio_when_the_baseline_misses():
+    import benchmarks.learning_efficiency as le
+
+    missed = le.ratio_notes({"a": 32768, "e": 16384}, {"a": False, "e": True}, 0.9, 32768)
+    assert len(missed) == 1 and "at least 2.0x fewer steps (goal: 8x)" in missed[0]
+    both = le.ratio_notes(
+        {"a": 32000, "b": 8000, "e": 4000}, {"a": True, "b": True, "e": True}, 0.9, 32768
+    )
+    assert "8.00x fewer steps (goal: 8x)" in both[0] and "2.00x" in both[1]
+    none = le.ratio_notes({"a": 32768, "e": 32768}, {"a": False, "e": False}, 0.9, 32768)
+    assert "undefined" in none[0]
+    assert le.ratio_notes({"a": 1000}, {"a": True}, 0.9, 32768) == []
