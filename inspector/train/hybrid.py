@@ -69,8 +69,8 @@ class HybridPPO(PPO):
 
     #: Default after loading: the teacher is not saved with the model (see below).
     teacher: Any = None
-    #: Default for models saved before the option existed.
-    verdict_on_stop: bool = False
+    #: For objects built without ``__init__`` (``load`` runs it, then the saved data wins).
+    verdict_on_stop: bool = True
 
     def __init__(
         self,

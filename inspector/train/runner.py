@@ -360,6 +360,8 @@ def train_run(
             model.teacher = teacher
             if teacher is None:
                 model.w_kd = 0.0
+            # The run's config decides (a checkpoint from before the option has none).
+            model.verdict_on_stop = cfg.verdict_on_stop
             model.tensorboard_log = tb
             norm = state.get("normaliser")
             if norm:
