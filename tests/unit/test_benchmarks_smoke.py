@@ -243,3 +243,26 @@ def test_learning_efficiency_ratio_notes_bound_the_ratio_when_the_baseline_misse
     none = le.ratio_notes({"a": 32768, "e": 32768}, {"a": False, "e": False}, 0.9, 32768)
     assert "undefined" in none[0]
     assert le.ratio_notes({"a": 1000}, {"a": True}, 0.9, 32768) == []
+
+
+def test_learning_efficiency_notes_a_longer_sparse_run_against_the_full_stack(tmp_path):
+    import json
+
+    import benchmarks.learning_efficiency as le
+
+    def run(seed, accs, every):
+        curve = [{"steps": every * (i + 1), "accuracy": a, "mean_steps": 1.0,
+                  "native_share": 0.0, "per_class_recall": {"ok": 1.0, "line": 0.7, "point": 0.0}}
+                 for i, a in enumerate(accs)]  # fmt: skip
+        return {"arm": "a", "seed": seed, "curve": curve}
+
+    b = le.STEP_BUDGET
+    (tmp_path / f"a_0_131072_b{b}.json").write_text(json.dumps(run(0, [0.3, 0.56], 65536)))
+    (tmp_path / f"a_1_131072_b{b}.json").write_text(json.dumps(run(1, [0.5, 0.95], 65536)))
+    (tmp_path / f"a_0_32768_b{b}.json").write_text(json.dumps(run(0, [0.99], 32768)))  # table's
+    notes = le.long_baseline_notes(tmp_path, 32768, 0.9, 16384.0)
+    assert len(notes) == 2
+    assert "never reached 90%" in notes[0] and "at least 8.0x" in notes[0]
+    assert "reached 90% at 131,072 steps" in notes[1] and ": 8.0x" in notes[1]
+    assert "best 0.560" in notes[0]
+    assert le.long_baseline_notes(tmp_path, 32768, 0.9, None)[0].endswith("0.00).")
