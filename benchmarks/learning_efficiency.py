@@ -988,10 +988,14 @@ def main(argv: list[str] | None = None) -> int:
         f"Perception probe (`perception_probe`: the glimpse CNN trained supervised on"
         f" {probe['samples']:,} native glimpses, point vs ok, 20 % held out): the default"
         f" CNN reaches {probe['fast']['accuracy']:.2f} held-out accuracy (point recall"
-        f" {probe['fast']['recall']:.2f}, false alarms {probe['fast']['false_alarm']:.2f}),"
-        f" the full-resolution variant (`cnn_fine`, `--fine-cnn`)"
-        f" {probe['fine']['accuracy']:.2f} (recall {probe['fine']['recall']:.2f}, false"
-        f" alarms {probe['fine']['false_alarm']:.2f}).",
+        f" {probe['fast']['recall']:.2f}, false alarms {probe['fast']['false_alarm']:.2f})"
+        + (
+            f", the full-resolution variant (`cnn_fine`, `--fine-cnn`)"
+            f" {probe['fine']['accuracy']:.2f} (recall {probe['fine']['recall']:.2f}, false"
+            f" alarms {probe['fine']['false_alarm']:.2f})."
+            if "fine" in probe
+            else "."
+        ),
         f"Mode: {mode}; seeds per arm: {seeds_done}; {budget:,} env steps per run; evaluation every"
         f" {eval_every:,} steps on {eval_parts} fixed parts (deterministic policy). Runs that never"
         " reached the target count as the budget ('(cap)'). Arm (e) first behaviour-clones the"
