@@ -339,14 +339,13 @@ def calibrated_eval(policy, seed: int, parts: int, labels, decisions) -> dict:
     :returns: ``ok_bias``, ``accuracy`` and ``per_class_recall`` at that bias.
     """
     from inspector.runtime.operating_point import choose_bias, verdicts_at
-    from inspector.train.evaluate import part_probabilities
+    from inspector.train.evaluate import decision_probabilities, part_probabilities
 
     meta = policy.meta
     probs, y = part_probabilities(policy, "synthetic", {**CAMERA, "seed": 20_000 + seed}, parts)
     bias, _ = choose_bias(probs, y, meta.outcome_matrix, "balanced")
     idx = {c: i for i, c in enumerate(meta.classes)}
-    truth = np.asarray([idx[c] for c in labels])
-    p_eval = np.stack([d.probabilities for d in decisions])
+    p_eval, truth = decision_probabilities(meta.classes, labels, decisions)
     v = verdicts_at(p_eval, meta.outcome_matrix, np.array([bias]))[0]
     recall = {c: float((v[truth == i] == i).mean()) if (truth == i).any() else None
               for c, i in idx.items()}  # fmt: skip

@@ -449,14 +449,12 @@ def policy_pass(
 ) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     """One pass of a loaded policy over a split: ``evaluate()``'s metrics, and the class
     probabilities at each decision with the true class indices (for operating points)."""
-    from inspector.train.evaluate import metrics, run_parts
+    from inspector.train.evaluate import decision_probabilities, metrics, run_parts
 
     labels, decisions, _ = run_parts(policy, "folder", camera_params(root, split), episodes)
     classes = policy.meta.classes
-    m = metrics(classes, classes[0], labels, decisions)
-    idx = {c: i for i, c in enumerate(classes)}
-    probs = np.stack([d.probabilities for d in decisions])
-    return m, probs, np.asarray([idx[c] for c in labels])
+    probs, y = decision_probabilities(classes, labels, decisions)
+    return metrics(classes, classes[0], labels, decisions), probs, y
 
 
 def policy_test_figures(

@@ -156,7 +156,15 @@ def part_probabilities(
     """:func:`run_parts`, as the class probabilities at each part's decision [N, C] and
     the parts' true class indices [N] (what an operating point is chosen from)."""
     labels, decisions, _ = run_parts(policy, camera, camera_params, episodes)
-    idx = {c: i for i, c in enumerate(policy.meta.classes)}
+    return decision_probabilities(policy.meta.classes, labels, decisions)
+
+
+def decision_probabilities(
+    classes: Sequence[str], labels: Sequence[str], decisions: Sequence[Decision]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The class probabilities at each decision [N, C] and the true class indices [N]
+    of :func:`run_parts`'s output."""
+    idx = {c: i for i, c in enumerate(classes)}
     probs = np.stack([d.probabilities for d in decisions])
     return probs, np.asarray([idx[c] for c in labels])
 

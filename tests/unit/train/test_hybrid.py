@@ -42,7 +42,9 @@ def _pair(w_sl: float, w_kd: float, teacher=None, verdict_on_stop: bool = True):
     return plain, ours
 
 
-def _grads_after_one_minibatch(model) -> list[th.Tensor]:
+def _grads_after_one_minibatch(model, params=None) -> list[th.Tensor]:
+    """The gradients of ``params`` (default: every policy parameter that has one) at
+    the first optimiser step of ``model.train()``."""
     from stable_baselines3.common.logger import configure
 
     model.set_logger(configure(None, []))
@@ -51,9 +53,8 @@ def _grads_after_one_minibatch(model) -> list[th.Tensor]:
     orig_step = opt.step
 
     def capture():
-        grads.extend(
-            p.grad.detach().clone() for p in model.policy.parameters() if p.grad is not None
-        )
+        chosen = model.policy.parameters() if params is None else params
+        grads.extend(p.grad.detach().clone() for p in chosen if p.grad is not None)
         raise StopIteration
 
     opt.step = capture
@@ -206,28 +207,11 @@ def test_verdict_on_stop_corrects_the_stored_log_probs_of_non_stop_steps():
 
 def _verdict_rows_grad(model) -> th.Tensor:
     """The PPO gradient of the verdict rows of the action head (entropy bonus off)."""
-    from stable_baselines3.common.logger import configure
-
     from inspector.scan import ACTIONS
 
     model.ent_coef = 0.0
-    model.set_logger(configure(None, []))
-    captured = []
-    opt = model.policy.optimizer
-    orig_step = opt.step
-
-    def capture():
-        captured.append(model.policy.action_net.weight.grad[len(ACTIONS) :].clone())
-        raise StopIteration
-
-    opt.step = capture
-    try:
-        model.train()
-    except StopIteration:
-        pass
-    finally:
-        opt.step = orig_step
-    return captured[0]
+    (weight,) = _grads_after_one_minibatch(model, [model.policy.action_net.weight])
+    return weight[len(ACTIONS) :]
 
 
 def test_verdict_on_stop_gives_the_verdict_head_no_ppo_gradient_without_stops():
