@@ -367,8 +367,17 @@ def tiling_verdicts(
 def pick_threshold(
     sc: dict[str, np.ndarray], labels: Sequence[str], classes: Sequence[str], ok_class: str
 ) -> tuple[float, float]:
-    """(threshold, balanced accuracy): the defect-score threshold best on these frames."""
-    cands = np.unique(np.concatenate([[0.0], sc["score"]]))
+    """(threshold, balanced accuracy): the defect-score threshold best on these frames.
+
+    Candidates lie halfway between neighbouring scores (and between the extremes and 0, 1),
+    never on a score: a frame scored exactly at the threshold would otherwise be decided by
+    float rounding wherever the rule is re-expressed (the operating point's ok bias
+    ``logit(threshold)``), and on unseen frames the midpoint is the less arbitrary cut.
+    """
+    edges = np.unique(np.concatenate([[0.0], np.asarray(sc["score"], dtype=np.float64), [1.0]]))
+    mid = (edges[:-1] + edges[1:]) / 2
+    # Neighbours one float apart have no number between them: no cut to make there.
+    cands = mid[(mid > edges[:-1]) & (mid < edges[1:])]
     best = (1.0, -1.0)
     for thr in cands:
         v = tiling_verdicts(sc, float(thr), classes, ok_class)

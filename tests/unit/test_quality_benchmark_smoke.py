@@ -129,6 +129,36 @@ def test_tiling_threshold_is_an_ok_bias(scores, thr):
     ]
 
 
+@given(
+    # float32 scores, as the nets give them.
+    st.lists(
+        st.tuples(st.floats(0.0, 1.0, width=32, allow_subnormal=False), st.booleans()),
+        min_size=2,
+        max_size=30,
+    ),
+)
+@settings(max_examples=100, deadline=None)
+def test_picked_threshold_survives_the_ok_bias_exactly(frames):
+    # The threshold picked on a set of frames, re-expressed as the operating point's ok
+    # bias logit(threshold), gives the same verdicts on those very frames: no frame sits
+    # on the threshold for rounding to decide (the as-run check compares them exactly).
+    from inspector.runtime.operating_point import verdicts_at
+
+    sc = {
+        "score": np.array([s for s, _ in frames]),
+        "cls": np.full(len(frames), CLASSES.index("crack")),
+        "pixel_fraction": np.ones(len(frames)),
+    }
+    labels = ["crack" if bad else "free" for _, bad in frames]
+    thr, _ = q.pick_threshold(sc, labels, CLASSES, "free")
+    assert 0.0 < thr < 1.0
+    assert not np.isin(thr, sc["score"])
+    got = verdicts_at(
+        q.tiling_probs(sc, len(CLASSES), 0), np.zeros((6, 6)), [np.log(thr / (1 - thr))]
+    )
+    assert [CLASSES[i] for i in got[0]] == q.tiling_verdicts(sc, thr, CLASSES, "free")
+
+
 def test_reselect_re_picks_the_kept_chunk_by_val_auroc(magnetic_tile, tmp_path):
     import torch
 
