@@ -119,6 +119,13 @@ def test_learning_efficiency_pieces_run_at_a_tiny_size():
     prof, _, plain = le.arm_setup("a")
     assert plain and prof.scan.glimpse == 64 and prof.scan.zoom_levels == 2
     assert prof.step_budget == le.STEP_BUDGET == 16
+    # The trainer control (g): (a)'s rewards, (b)'s trainer with no extra loss.
+    prof_g, hybrid_g, plain_g = le.arm_setup("g")
+    assert [t.term for t in prof_g.terms] == [t.term for t in prof.terms] == ["correct_class"]
+    assert not plain_g and hybrid_g["w_sl"] == hybrid_g["w_kd"] == 0.0
+    assert le.arm_setup("b")[1]["w_sl"] == 0.0 and set(le.MAIN_ARMS) < set(le.ARMS)
+    with pytest.raises(SystemExit):
+        le.main(["--arms", "az", "--report-only"])
     r = le.run_one("b", 0, 512, eval_every=512, eval_parts=3, n_envs=2)
     assert r["curve"] and 0.0 <= r["curve"][-1]["accuracy"] <= 1.0
     assert le.results_dir("quick").name == "quick_quadrants"
