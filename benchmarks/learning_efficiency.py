@@ -11,6 +11,8 @@ Arms (same env, network and PPO settings; only rewards / loss differ):
   g  control: a's sparse rewards through HybridPPO and the RRM buffer (the trainer of
      b-f, extra loss weights 0): separates what the rewards do from what the trainer does
      (only with ``--arms``, e.g. ``--arms abcdefg``)
+  h  control: b's outcome terms only (no process terms): do the process rewards or the
+     profile's verdict values decide what (b) learns? (only with ``--arms``)
 
 Metric: environment steps until evaluation accuracy (deterministic policy, fixed
 evaluation parts, budget-capped) first reaches the target (90 %); median and spread
@@ -132,6 +134,7 @@ ARMS = {
     "e": "c + hybrid loss (CE + KL teacher)",
     "f": "b + shuffled redistribution (control)",
     "g": "a's rewards, b's trainer (control)",
+    "h": "b's outcome terms only (control)",
 }
 #: The arms the issue asks for; others (g) are controls run when ``--arms`` names them.
 MAIN_ARMS = "abcdef"
@@ -139,6 +142,7 @@ MAIN_ARMS = "abcdef"
 
 def arm_setup(arm: str):
     """(profile, HybridPPO kwargs, use plain SB3 PPO) for an arm."""
+    from inspector import PROCESS
     from inspector.profile import RedistributionConfig, load_profile
 
     def task_scan(prof):
@@ -151,13 +155,15 @@ def arm_setup(arm: str):
             return task_scan(sparse), {"w_sl": 0.0, "w_kd": 0.0, "teacher": None}, False
         return task_scan(sparse), {}, True
     base = task_scan(load_profile(str(ROOT / "reward_profiles" / "lcd_panel.yaml")))
-    method = {"b": "none", "c": "exponential", "d": "learned", "e": "exponential", "f": "shuffled"}[
-        arm
-    ]
+    method = {"c": "exponential", "d": "learned", "e": "exponential", "f": "shuffled"}.get(
+        arm, "none"
+    )
     rrm = dataclasses.replace(
         base.rrm, redistribution=RedistributionConfig(method=method, lam=0.15, window=20)
     )
     prof = dataclasses.replace(base, rrm=rrm)
+    if arm == "h":
+        prof = dataclasses.replace(prof, terms=tuple(t for t in prof.terms if t.channel != PROCESS))
     hybrid = {"w_rl": 0.7, "w_sl": 0.2, "w_kd": 0.1, "teacher": "scripted"} if arm == "e" else {}
     if not hybrid:
         hybrid = {"w_sl": 0.0, "w_kd": 0.0, "teacher": None}
@@ -392,6 +398,60 @@ def search_ceiling(parts: int, seed: int = 0) -> dict:
         "per_class_recall": recall,
         "mean_steps": float(np.mean(steps)),
     }
+
+
+def verdict_payoffs(arm: str, parts: int = 300, seed: int = 0) -> dict:
+    """What each verdict earns when declared at the first step, per true class (no learning).
+
+    The same parts are replayed once per verdict; rewards are the environment's (before
+    redistribution and normalisation). From the matrix follow the payoff of any policy
+    that decides from the overview alone: a constant verdict, or line vs the rest.
+
+    :returns: ``classes``, ``prior`` (share of each class among the parts) and ``matrix``
+        [true class][verdict] of mean rewards.
+    """
+    from inspector.env import InspectionEnv
+    from inspector.scan import STOP
+
+    prof, _, _ = arm_setup(arm)
+    env = InspectionEnv(prof, "synthetic", {**CAMERA, "seed": 30_000 + seed})
+    k = len(env.classes)
+    total, count = np.zeros((k, k)), np.zeros(k)
+    for ep in range(parts):
+        for v in range(k):
+            _, info = env.reset(seed=ep)
+            _, r, _, _, _ = env.step([STOP, v])
+            total[info["label"], v] += r
+        count[info["label"]] += 1
+    return {
+        "classes": list(env.classes),
+        "prior": (count / count.sum()).tolist(),
+        "matrix": (total / np.maximum(count, 1)[:, None]).tolist(),
+    }
+
+
+def payoff_note(payoffs: dict[str, dict]) -> str:
+    """One note: the expected reward per part of overview-only policies under each profile."""
+    parts = []
+    for arm, p in payoffs.items():
+        m, prior, cls = np.asarray(p["matrix"]), np.asarray(p["prior"]), p["classes"]
+        const = prior @ m  # expected reward of each constant verdict
+        li = cls.index("line")
+        # Line told from the rest on the overview, the rest called whichever pays more.
+        rest = [i for i in range(len(cls)) if i != li]
+        line_rest = prior[li] * m[li, li] + max(sum(prior[i] * m[i, v] for i in rest) for v in rest)
+        best = int(np.argmax(const))
+        parts.append(
+            f"({arm}) constant "
+            + " / ".join(f"{c} {const[i]:+.2f}" for i, c in enumerate(cls))
+            + f" (best: {cls[best]}), line vs the rest {line_rest:+.2f}, every part right"
+            f" {float(prior @ np.diag(m)):+.2f}"
+        )
+    return (
+        "Verdict payoffs (`verdict_payoffs`: each verdict declared at the first step on the"
+        " same 300 parts, the environment's rewards before redistribution and normalisation;"
+        " what a policy that decides from the overview alone can earn): " + "; ".join(parts) + "."
+    )
 
 
 def _grid_residual(gray: np.ndarray) -> np.ndarray:
@@ -1027,6 +1087,7 @@ def main(argv: list[str] | None = None) -> int:
             " every step, as plain PPO does; `verdict_on_stop` came later."
         ),
     ]
+    notes.append(payoff_note({a: verdict_payoffs(a) for a in ("a", "b")}))
     reached = {
         a: any(steps_to(r["curve"], args.target) is not None for r in results if r["arm"] == a)
         for a in med

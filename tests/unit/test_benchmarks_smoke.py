@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from inspector.train.config import TrainConfig
@@ -126,6 +127,25 @@ def test_learning_efficiency_pieces_run_at_a_tiny_size():
     assert le.arm_setup("b")[1]["w_sl"] == 0.0 and set(le.MAIN_ARMS) < set(le.ARMS)
     with pytest.raises(SystemExit):
         le.main(["--arms", "az", "--report-only"])
+    # The outcome-only control (h): (b)'s profile less its process terms, nothing else.
+    prof_b, prof_h = le.arm_setup("b")[0], le.arm_setup("h")[0]
+    assert {t.term for t in prof_b.terms} - {t.term for t in prof_h.terms} == {
+        "focus_defect",
+        "step_cost",
+    }
+    assert prof_h.rrm == prof_b.rrm
+    # Verdict payoffs: the sparse profile pays 1 for the right verdict and 0 otherwise.
+    pay = le.verdict_payoffs("a", parts=12)
+    m = np.asarray(pay["matrix"])
+    seen = np.asarray(pay["prior"]) > 0
+    assert np.allclose(np.diag(m)[seen], 1.0) and np.allclose(m - np.diag(np.diag(m)), 0.0)
+    assert sum(pay["prior"]) == pytest.approx(1.0)
+    pay_b = le.verdict_payoffs("b", parts=12)
+    mb = np.asarray(pay_b["matrix"])
+    ok, line = pay_b["classes"].index("ok"), pay_b["classes"].index("line")
+    assert mb[ok, line] < 0 < mb[line, line]  # a false alarm costs, a found line pays
+    note = le.payoff_note({"a": pay, "b": pay_b})
+    assert "(a) constant ok" in note and "every part right +1.00" in note
     r = le.run_one("b", 0, 512, eval_every=512, eval_parts=3, n_envs=2)
     assert r["curve"] and 0.0 <= r["curve"][-1]["accuracy"] <= 1.0
     assert le.results_dir("quick").name == "quick_quadrants"
