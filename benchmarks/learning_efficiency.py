@@ -589,6 +589,24 @@ def perception_probe(
     return out
 
 
+def control_notes(results: list[dict]) -> list[str]:
+    """Each control arm's final accuracy beside the arm it changes one thing of."""
+    final = {
+        arm: float(np.median([r["curve"][-1]["accuracy"] for r in results if r["arm"] == arm]))
+        for arm in {r["arm"] for r in results}
+    }
+    pairs = (
+        ("g", "a", "(a)'s sparse rewards through (b)'s trainer (HybridPPO, RRM buffer)"),
+        ("h", "b", "(b)'s profile without its process terms (focus_defect, step_cost)"),
+    )
+    return [
+        f"Control ({c}), {what}: final accuracy {final[c]:.3f} (median), ({base})"
+        f" {final[base]:.3f}."
+        for c, base, what in pairs
+        if c in final and base in final
+    ]
+
+
 def ratio_notes(med: dict, reached: dict, target: float, budget: int) -> list[str]:
     """What the runs say about the step ratios (e) vs (a) and (e) vs (b).
 
@@ -1075,10 +1093,9 @@ def main(argv: list[str] | None = None) -> int:
         " reached the target count as the budget ('(cap)'). Arm (e) first behaviour-clones the"
         " scripted teacher on its own env steps (counted in its step numbers, taken from the"
         " same budget).",
-        "Arm (a) is plain SB3 PPO; (b)-(f) train with `HybridPPO` (extra loss weights 0 but in"
-        " (e))"
-        + (", as does the control (g) with (a)'s sparse rewards" if "g" in seeds_done else "")
-        + ", "
+        "Arm (a) is plain SB3 PPO; (b)-(f)"
+        + (" and the controls" if {"g", "h"} & set(seeds_done) else "")
+        + " train with `HybridPPO` (extra loss weights 0 but in (e)), "
         + (
             "whose PPO ratio counts the verdict's probability on stop steps only"
             " (`verdict_on_stop`, where the environment reads it)."
@@ -1088,6 +1105,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
     ]
     notes.append(payoff_note({a: verdict_payoffs(a) for a in ("a", "b")}))
+    notes += control_notes(results)
     reached = {
         a: any(steps_to(r["curve"], args.target) is not None for r in results if r["arm"] == a)
         for a in med

@@ -144,6 +144,14 @@ def test_learning_efficiency_pieces_run_at_a_tiny_size():
     mb = np.asarray(pay_b["matrix"])
     ok, line = pay_b["classes"].index("ok"), pay_b["classes"].index("line")
     assert mb[ok, line] < 0 < mb[line, line]  # a false alarm costs, a found line pays
+    runs = [
+        {"arm": arm, "curve": [{"accuracy": acc}]}
+        for arm, acc in (("a", 0.5), ("g", 0.6), ("g", 0.4), ("b", 0.3))
+    ]
+    assert le.control_notes(runs) == [
+        "Control (g), (a)'s sparse rewards through (b)'s trainer (HybridPPO, RRM buffer):"
+        " final accuracy 0.500 (median), (a) 0.500."
+    ]
     note = le.payoff_note({"a": pay, "b": pay_b})
     assert "(a) constant ok" in note and "every part right +1.00" in note
     r = le.run_one("b", 0, 512, eval_every=512, eval_parts=3, n_envs=2)
