@@ -1110,7 +1110,11 @@ def report(
         f"Mode: {mode}. Train split for training, val for selection (the agent's best chunk by"
         " val balanced accuracy; the baselines' best state and the tiling threshold), test"
         f" ({n_test} frames) only for these figures. Each method had the same wall-clock budget"
-        f" in one process (training + its val passes; {threads} torch thread(s)).",
+        f" in one process (training + its val passes; {threads} torch thread(s)). A seed fixes"
+        " the initialisation, the sampling and the environment; the budget is wall-clock, so"
+        " the same command on a faster or busier machine trains more or fewer steps and its"
+        " figures move with them (the spent steps are in each diagnosis; the models are kept"
+        " under runs/quality_magnetic_tile/, which `--rescore` reads).",
         "Pixel fraction = native-resolution pixels examined / frame pixels: the agent's from"
         " `evaluate()` (native glimpses, revisits counted); tiling = all its 32x32 tiles (edge"
         " tiles overlap, hence > 1); the full-frame CNN sees no native pixel (0), only a"
