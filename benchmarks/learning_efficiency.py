@@ -10,7 +10,7 @@ Arms (same env, network and PPO settings; only rewards / loss differ):
   f  control: b + shuffled redistribution
   g  control: a's sparse rewards through HybridPPO and the RRM buffer (the trainer of
      b-f, extra loss weights 0): separates what the rewards do from what the trainer does
-     (only with ``--arms``, e.g. ``--arms abcdefg``)
+     (only with ``--arms``, e.g. ``--arms abcdefgh``)
   h  control: b's outcome terms only (no process terms): do the process rewards or the
      profile's verdict values decide what (b) learns? (only with ``--arms``)
 
@@ -136,8 +136,10 @@ ARMS = {
     "g": "a's rewards, b's trainer (control)",
     "h": "b's outcome terms only (control)",
 }
-#: The arms the issue asks for; others (g) are controls run when ``--arms`` names them.
+#: The arms the issue asks for; the others (g, h) are controls run when ``--arms`` names them.
 MAIN_ARMS = "abcdef"
+#: HybridPPO as a plain PPO: no verdict cross-entropy, no distillation, no teacher.
+NO_EXTRA_LOSS = {"w_sl": 0.0, "w_kd": 0.0, "teacher": None}
 
 
 def arm_setup(arm: str):
@@ -152,7 +154,7 @@ def arm_setup(arm: str):
     if arm in ("a", "g"):
         sparse = load_profile(str(ROOT / "reward_profiles" / "sparse.yaml"))
         if arm == "g":  # HybridPPO with no extra loss, as (b)-(d), (f)
-            return task_scan(sparse), {"w_sl": 0.0, "w_kd": 0.0, "teacher": None}, False
+            return task_scan(sparse), dict(NO_EXTRA_LOSS), False
         return task_scan(sparse), {}, True
     base = task_scan(load_profile(str(ROOT / "reward_profiles" / "lcd_panel.yaml")))
     method = {"c": "exponential", "d": "learned", "e": "exponential", "f": "shuffled"}.get(
@@ -166,7 +168,7 @@ def arm_setup(arm: str):
         prof = dataclasses.replace(prof, terms=tuple(t for t in prof.terms if t.channel != PROCESS))
     hybrid = {"w_rl": 0.7, "w_sl": 0.2, "w_kd": 0.1, "teacher": "scripted"} if arm == "e" else {}
     if not hybrid:
-        hybrid = {"w_sl": 0.0, "w_kd": 0.0, "teacher": None}
+        hybrid = dict(NO_EXTRA_LOSS)
     return prof, hybrid, False
 
 
@@ -888,7 +890,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--arms",
         default=MAIN_ARMS,
-        help=f"which arms to run (default {MAIN_ARMS}; add g for the trainer control)",
+        help=f"which arms to run (default {MAIN_ARMS}; add g and h for the controls)",
     )
     ap.add_argument("--target", type=float, default=0.9, help="accuracy target (default 0.9)")
     ap.add_argument("--force", action="store_true", help="rerun results that exist")
