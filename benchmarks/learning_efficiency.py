@@ -212,12 +212,12 @@ def run_one(
 
     from inspector.env import InspectionEnv
     from inspector.rrm.buffer import RRMRolloutBuffer
-    from inspector.runtime.torch_backend import TorchPolicy, meta_for_model
     from inspector.scan import ACTIONS
     from inspector.train.config import TrainConfig
     from inspector.train.evaluate import metrics, run_parts
     from inspector.train.hybrid import HybridPPO
     from inspector.train.runner import ppo_kwargs, pretrain, pretrain_perception
+    from inspector.train.torch_policy import TorchPolicy, meta_for_model
 
     torch.set_num_threads(1)
     prof, hybrid, plain = arm_setup(arm)
@@ -354,7 +354,7 @@ def calibrated_eval(policy, seed: int, parts: int, labels, decisions) -> dict:
         at bias 0 (:func:`inspector.train.evaluate.run_parts`).
     :returns: ``ok_bias``, ``accuracy`` and ``per_class_recall`` at that bias.
     """
-    from inspector.runtime.operating_point import choose_bias, verdicts_at
+    from inspector.policy.operating_point import choose_bias, verdicts_at
     from inspector.train.evaluate import decision_probabilities, part_probabilities
 
     meta = policy.meta
@@ -377,7 +377,7 @@ def search_ceiling(parts: int, seed: int = 0) -> dict:
     task's target is reachable at all within the step budget.
     """
     from inspector.env import InspectionEnv
-    from inspector.train.teacher import ScriptedTeacher
+    from inspector.teacher import ScriptedTeacher
 
     prof, _, _ = arm_setup("b")
     camera = {**CAMERA, "seed": 10_000 + seed}

@@ -324,7 +324,7 @@ def frame_metrics(
     pixel_fractions: Sequence[float],
 ) -> dict[str, Any]:
     """``eval``'s metrics for verdicts that did not come from an agent episode."""
-    from inspector.runtime.agent import Decision
+    from inspector.policy.agent import Decision
     from inspector.train.evaluate import metrics
 
     decisions = [
@@ -413,7 +413,7 @@ def operating_point(
         probabilities are those of the run that produced the saved result.
     """
     from inspector.errors import InspectorError
-    from inspector.runtime.operating_point import choose_bias, defect_auroc, rates_at
+    from inspector.policy.operating_point import choose_bias, defect_auroc, rates_at
 
     (pv, yv), (pt, yt) = val, test
     out: dict[str, Any] = {
@@ -440,9 +440,9 @@ def tiling_probs(sc: dict[str, np.ndarray], n_classes: int, ok: int) -> np.ndarr
 
 def load_agent(model_dir: Path) -> Any:
     """A saved agent run (its model.zip) as a torch policy, as the product loads it."""
-    from inspector.runtime.backends import load_policy
+    from inspector.train.torch_policy import load_any_policy
 
-    return load_policy(model_dir, allow_torch=True)
+    return load_any_policy(model_dir)
 
 
 def policy_probs(
@@ -501,7 +501,7 @@ def run_ensemble(
     val_episodes: int = 100_000,
     test_episodes: int = 100_000,
 ) -> dict[str, Any]:
-    """The verdict ensemble (:mod:`inspector.runtime.ensemble`) of the saved agent runs
+    """The verdict ensemble (:mod:`inspector.policy.ensemble`) of the saved agent runs
     ``key`` with ``seeds`` (lead first) at ``budget_s``: test figures and the goal's
     operating point (its own bias, chosen on val), training nothing.
 
@@ -511,8 +511,8 @@ def run_ensemble(
 
     :raises RuntimeError: a member's run or saved result is missing.
     """
-    from inspector.runtime.backends import load_policy
-    from inspector.runtime.ensemble import EnsemblePolicy
+    from inspector.policy.ensemble import EnsemblePolicy
+    from inspector.train.torch_policy import load_any_policy
 
     if len(seeds) < 2 or len(set(seeds)) != len(seeds):
         raise RuntimeError(f"an ensemble needs two or more different seeds, got {list(seeds)}")
@@ -525,7 +525,7 @@ def run_ensemble(
                 f"ensemble: no saved run {name} (its best/ model and result); train it first"
                 f" with --seed {seed} --budget-min {budget_s / 60:g} and the same agent flags"
             )
-        members.append(load_policy(best, allow_torch=True))
+        members.append(load_any_policy(best))
         saved.append(json.loads(result.read_text()))
     policy = EnsemblePolicy(members, names=[f"seed {s}" for s in seeds])
     test, op = policy_test_figures(policy, root, val_episodes, test_episodes)

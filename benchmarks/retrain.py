@@ -49,11 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks._report import table, write_section
     from inspector.datasets import magnetic_tile_root
     from inspector.footage.importers import import_footage
-    from inspector.footage.retrain import evaluate_all, retrain
     from inspector.footage.store import FootageStore
-    from inspector.runtime.backends import load_policy
     from inspector.train.config import TrainConfig
     from inspector.train.runner import train_run
+    from inspector.train.torch_policy import load_any_policy
+    from inspector.workflows.retrain import evaluate_all, retrain
 
     _ensure_store_driver()
     mt = magnetic_tile_root()
@@ -96,12 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     t_retrain = time.time() - t0
     test = {"path": str(mt), "manifest": "splits.csv", "split": "test"}
-    base_t = evaluate_all(
-        load_policy(base, allow_torch=True), "folder", test, truth_ok_class="free"
-    )
-    cand_t = evaluate_all(
-        load_policy(rep["candidate"], allow_torch=True), "folder", test, truth_ok_class="free"
-    )
+    base_t = evaluate_all(load_any_policy(base), "folder", test, truth_ok_class="free")
+    cand_t = evaluate_all(load_any_policy(rep["candidate"]), "folder", test, truth_ok_class="free")
     keys = ("balanced_accuracy", "accuracy", "defect_recall", "false_alarm_rate")
 
     def f(v):

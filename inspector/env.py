@@ -96,7 +96,7 @@ class InspectionEnv(gym.Env):
     :param teacher: also report the scripted teacher's action and verdict for the next
         observation (``info["teacher"]``/``["teacher_verdict"]`` at reset,
         ``info["teacher_next"]``/``["teacher_verdict_next"]`` per step). True uses a
-        default :class:`inspector.train.teacher.ScriptedTeacher`; pass one to configure it.
+        default :class:`inspector.teacher.ScriptedTeacher`; pass one to configure it.
     :param render_mode: ``rgb_array`` draws the frame with the viewport.
     """
 
@@ -237,7 +237,7 @@ class InspectionEnv(gym.Env):
             "phi": self._phi,
         }
         if self.teacher:
-            from inspector.train.teacher import ScriptedTeacher
+            from inspector.teacher import ScriptedTeacher
 
             if self._teacher is None:
                 self._teacher = ScriptedTeacher()

@@ -67,7 +67,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     """Choose the ok bias and store it with the model."""
     from inspector.camera import parse_params
     from inspector.errors import InspectorError
-    from inspector.runtime.operating_point import OperatingPoint, choose_bias, rates_at
+    from inspector.export.onnx import write_ok_bias
+    from inspector.policy.operating_point import OperatingPoint, choose_bias, rates_at
     from inspector.train.evaluate import part_probabilities
 
     path = Path(args.model)
@@ -92,9 +93,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
     else:
         objective, target = "balanced", None
 
-    from inspector.runtime.backends import load_policy
+    from inspector.train.torch_policy import load_any_policy
 
-    policy = load_policy(path, allow_torch=True)
+    policy = load_any_policy(path)
     meta = policy.meta
     probs, y = part_probabilities(policy, args.camera, params, args.episodes)
     bias, at_bias = choose_bias(probs, y, meta.outcome_matrix, objective, target)
@@ -113,7 +114,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         print("calibrate: --dry-run, nothing stored")
         return 0
     if suffix == ".onnx":
-        _write_onnx_bias(path, bias)
+        write_ok_bias(path, bias)
         print(f"calibrate: ok bias {bias:+.2f} written into {path}'s metadata")
         return 0
     from inspector.footage_hash import sha256_file
@@ -132,26 +133,6 @@ def run_calibrate(args: argparse.Namespace) -> int:
     out = point.write(run_dir)
     print(f"calibrate: wrote {out} (export carries it into the ONNX metadata)")
     return 0
-
-
-def _write_onnx_bias(path: Path, bias: float) -> None:
-    """Set ``inspector.ok_bias`` in an ONNX file's metadata (written atomically)."""
-    import json
-
-    from inspector.export.onnx import _onnx
-    from inspector.runtime.policy import META_PREFIX
-
-    onnx = _onnx()
-    m = onnx.load(str(path))
-    key = META_PREFIX + "ok_bias"
-    props = [(p.key, p.value) for p in m.metadata_props if p.key != key]
-    del m.metadata_props[:]
-    for k, v in [*props, (key, json.dumps(float(bias)))]:
-        entry = m.metadata_props.add()
-        entry.key, entry.value = k, v
-    tmp = path.with_suffix(".calibrate.tmp")
-    onnx.save(m, str(tmp))
-    tmp.replace(path)
 
 
 def _f(v: float) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import ExportError, MissingDependencyError
-from inspector.runtime.policy import INPUT_NAMES, OUTPUT_NAMES
+from inspector.policy.base import INPUT_NAMES, META_PREFIX, OUTPUT_NAMES
 
 log = logging.getLogger(__name__)
 OPSET = 17
@@ -30,12 +30,12 @@ def torch_reference(model_path: str | Path, ensemble: Sequence[str | Path] = ())
 
     :param model_path: a run directory or its ``model.zip`` (the lead of an ensemble).
     :param ensemble: further runs whose verdicts join the lead's
-        (:mod:`inspector.runtime.ensemble`); the ensemble starts uncalibrated (ok bias 0).
+        (:mod:`inspector.policy.ensemble`); the ensemble starts uncalibrated (ok bias 0).
     :raises ModelError: a run that cannot be loaded, or members that cannot form an ensemble.
     """
-    from inspector.runtime.ensemble import EnsemblePolicy
-    from inspector.runtime.operating_point import read_ok_bias
-    from inspector.runtime.torch_backend import (
+    from inspector.policy.ensemble import EnsemblePolicy
+    from inspector.policy.operating_point import read_ok_bias
+    from inspector.train.torch_policy import (
         EnsembleGraph,
         TorchPolicy,
         load_trained,
@@ -213,7 +213,7 @@ def export_report(
     parts and the change in accuracy is reported. With ``ensemble``, the graph and the
     torch reference are the verdict ensemble the run leads (:func:`torch_reference`).
     """
-    from inspector.runtime.onnx_backend import OrtPolicy
+    from inspector.policy.onnx_backend import OrtPolicy
 
     ref = torch_reference(model_path, ensemble)
     fp32_path = write_onnx(*ref, out if not int8 else out.with_suffix(".fp32.onnx"))
@@ -242,3 +242,18 @@ def export_report(
             report["eval_accuracy"]["episodes"] = eval_episodes
     out.with_suffix(".export.json").write_text(json.dumps(report, indent=2))
     return report
+
+
+def write_ok_bias(path: Path, bias: float) -> None:
+    """Set ``inspector.ok_bias`` in an ONNX file's metadata (written atomically)."""
+    onnx = _onnx()
+    m = onnx.load(str(path))
+    key = META_PREFIX + "ok_bias"
+    props = [(p.key, p.value) for p in m.metadata_props if p.key != key]
+    del m.metadata_props[:]
+    for k, v in [*props, (key, json.dumps(float(bias)))]:
+        entry = m.metadata_props.add()
+        entry.key, entry.value = k, v
+    tmp = path.with_suffix(".calibrate.tmp")
+    onnx.save(m, str(tmp))
+    tmp.replace(path)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from inspector.errors import MissingDependencyError, ModelError
-from inspector.runtime.policy import INPUT_NAMES, ModelMeta, Policy
+from inspector.policy.base import INPUT_NAMES, ModelMeta, Policy
 
 
 def _ort():

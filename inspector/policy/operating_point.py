@@ -1,7 +1,7 @@
 """The operating point: how readily a model calls a part defective.
 
 A trained model's verdict comes from its class probabilities through the profile's
-outcome values (:func:`inspector.runtime.policy.decide_verdict`). Training with a
+outcome values (:func:`inspector.policy.base.decide_verdict`). Training with a
 class-balanced verdict loss makes those probabilities as if every class were equally
 common, so on a line where most parts are good the false-alarm rate can be higher than
 the station can live with. The operating point is one number, ``ok_bias``: the log-odds

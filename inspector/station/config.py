@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import ConfigError, ModelError, StationError
-from inspector.runtime.mqtt import MqttConfig, TlsConfig
+from inspector.station.mqtt import MqttConfig, TlsConfig
 
 #: Trigger modes: every frame is a part, or a message on ``<prefix>/trigger`` asks for one.
 TRIGGER_MODES = ("free-run", "mqtt")
@@ -394,13 +394,13 @@ def load_station_policy(section: ModelSection) -> Any:
 
     :raises ModelError: missing file, wrong kind, or a backend that does not fit.
     """
-    from inspector.runtime.backends import load_policy
+    from inspector.policy.load import load_policy
 
     path = Path(section.path)
     if section.backend.startswith("onnxruntime") and path.suffix.lower() == ".onnx":
         if not path.is_file():
             raise ModelError(f"model not found: {path}")
-        from inspector.runtime.onnx_backend import OrtPolicy
+        from inspector.policy.onnx_backend import OrtPolicy
 
         cpu = ["CPUExecutionProvider"] if section.backend == "onnxruntime-cpu" else None
         return OrtPolicy(path, providers=cpu, threads=section.threads)

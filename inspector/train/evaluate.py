@@ -12,9 +12,9 @@ import numpy as np
 from inspector.camera import open_camera
 from inspector.env import FrameSource
 from inspector.errors import InspectorError
+from inspector.policy.agent import Decision, run_episode
+from inspector.policy.base import Policy
 from inspector.profile import ScanSettings
-from inspector.runtime.agent import Decision, run_episode
-from inspector.runtime.policy import Policy
 from inspector.scan import Scanner
 
 #: Offset of synthetic evaluation frame indices: training samples indices uniformly from
@@ -60,7 +60,7 @@ def metrics(
     native = sum(d.native_glimpses for d in decisions)
     auroc = None
     if decisions and all(len(d.probabilities) == n for d in decisions):
-        from inspector.runtime.operating_point import defect_auroc
+        from inspector.policy.operating_point import defect_auroc
 
         probs = np.stack([d.probabilities for d in decisions])
         auroc = defect_auroc(probs, [y != ok_class for y in labels], ok)

@@ -140,7 +140,7 @@ def resolve_teacher(cfg: TrainConfig, teacher_path: str | None) -> Any:
         return None
     if spec == "scripted":
         return "scripted"
-    from inspector.runtime.torch_backend import load_trained
+    from inspector.train.torch_policy import load_trained
 
     model, _, _ = load_trained(spec)
     return model.policy
@@ -383,7 +383,7 @@ def train_run(
                 log.warning("--resume: no checkpoint in %s, starting fresh", out)
             model = build_model(env, profile, cfg, teacher, tb)
             if init_from:
-                from inspector.runtime.torch_backend import load_trained
+                from inspector.train.torch_policy import load_trained
 
                 base, _, _ = load_trained(init_from)
                 model.policy.load_state_dict(base.policy.state_dict())
@@ -421,8 +421,8 @@ def train_run(
 
 def evaluate_run(out: Path, camera: str, params: Mapping[str, Any], cfg: TrainConfig) -> dict:
     """Evaluate the run's model and write report.json + report.png."""
-    from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
     from inspector.train.evaluate import evaluate, write_report
+    from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     model, profile, sha = load_trained(out)
     policy = TorchPolicy(model, meta_for_model(model, profile, sha))

@@ -240,11 +240,11 @@ def report_png(opts: DemoOptions, run: Path, results: list[dict]) -> Path:
 
     from inspector.camera import open_camera
     from inspector.profile import load_profile
-    from inspector.report import _plt, draw_path
-    from inspector.rrm.explain import plot_trace, record_episodes, redistribute_traces
+    from inspector.report import draw_path, pyplot
     from inspector.scan import PathPoint
+    from inspector.workflows.explain import plot_trace, record_episodes, redistribute_traces
 
-    plt = _plt()
+    plt = pyplot()
     prof = load_profile(str(PROFILE))
     cam = open_camera("synthetic", {**CAMERA, "seed": STATION_SEED})
     picks = [r for r in results if r.get("error") is None][:12]
@@ -282,8 +282,8 @@ def report_png(opts: DemoOptions, run: Path, results: list[dict]) -> Path:
 def run_demo(opts: DemoOptions) -> int:
     """The whole demo; returns the exit status."""
     from inspector.export.onnx import export_report
-    from inspector.runtime.station import Station
-    from inspector.runtime.station_config import load_station_config
+    from inspector.station.config import load_station_config
+    from inspector.station.loop import Station
 
     t_start = time.time()
     opts.out.mkdir(parents=True, exist_ok=True)

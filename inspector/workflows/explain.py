@@ -45,9 +45,9 @@ def record_episodes(
     env = InspectionEnv(profile, camera, params, teacher=model is None)
     policy = None
     if model is not None:
-        from inspector.runtime.backends import load_policy
+        from inspector.train.torch_policy import load_any_policy
 
-        policy = load_policy(model, allow_torch=True)
+        policy = load_any_policy(model)
     traces = []
     try:
         for ep in range(episodes):
@@ -158,10 +158,10 @@ def print_table(profile: Profile, trace: dict[str, Any]) -> None:
 
 def plot_trace(profile: Profile, trace: dict[str, Any], out: Path) -> None:
     """Stacked per-term rewards, the redistributed reward over them, and the glimpse path."""
-    from inspector.report import _plt, draw_path
+    from inspector.report import draw_path, pyplot
     from inspector.scan import PathPoint
 
-    plt = _plt()
+    plt = pyplot()
     names = [t.term for t in profile.terms]
     steps = trace["steps"]
     x = np.arange(len(steps))

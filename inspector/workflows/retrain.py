@@ -123,7 +123,7 @@ def evaluate_all(
 ) -> dict[str, Any]:
     """Run ``policy`` once on every frame of a finite camera and compute ``eval``'s metrics.
 
-    :param policy: any :class:`inspector.runtime.policy.Policy`.
+    :param policy: any :class:`inspector.policy.base.Policy`.
     :param camera: driver name (``store``, ``folder``).
     :param camera_params: its parameters.
     :param truth_ok_class: the label that means ok in the footage.
@@ -131,7 +131,7 @@ def evaluate_all(
         None when the footage has labels the model cannot declare.
     """
     from inspector.camera import open_camera
-    from inspector.runtime.agent import run_episode
+    from inspector.policy.agent import run_episode
     from inspector.train.evaluate import metrics
 
     scanner, budget = _scanner(policy)
@@ -176,7 +176,7 @@ def select_uncertain(
     :param n: how many to return.
     :returns: ``(record, entropy, max probability, verdict)`` tuples.
     """
-    from inspector.runtime.agent import run_episode
+    from inspector.policy.agent import run_episode
 
     scanner, budget = _scanner(policy)
     scored = []
@@ -202,9 +202,9 @@ def _partial_init(
     import torch
 
     from inspector.profile import load_profile
-    from inspector.runtime.torch_backend import load_trained
     from inspector.scan import ACTIONS
     from inspector.train.runner import build_model, make_vec_env
+    from inspector.train.torch_policy import load_trained
 
     small = cfg.replace(n_envs=1, vec_env="dummy", w_kd=0.0)
     env = make_vec_env(str(profile_path), STORE_DRIVER, params, small, False)
@@ -310,10 +310,9 @@ def retrain(
     from inspector.export.onnx import export_onnx
     from inspector.footage import registry as reg
     from inspector.profile import load_profile
-    from inspector.runtime.backends import load_policy
-    from inspector.runtime.torch_backend import load_trained
     from inspector.train.config import TrainConfig
     from inspector.train.runner import train_run
+    from inspector.train.torch_policy import load_any_policy, load_trained
 
     gate = gate or Gate()
     cfg = cfg or TrainConfig()
@@ -387,8 +386,8 @@ def retrain(
     held_params: dict[str, Any] = {"path": str(footage.resolve()), "split": "heldout"}
     if lmap:
         held_params["label_map"] = lmap
-    base_pol = load_policy(base_path, allow_torch=True)
-    cand_pol = load_policy(result.model_path, allow_torch=True)
+    base_pol = load_any_policy(base_path)
+    cand_pol = load_any_policy(result.model_path)
     base_eval = evaluate_all(base_pol, STORE_DRIVER, held_params, truth_ok_class=prof.ok_class)
     cand_eval = evaluate_all(cand_pol, STORE_DRIVER, held_params, truth_ok_class=prof.ok_class)
     view = "full" if base_eval["full"] is not None and cand_eval["full"] is not None else "binary"

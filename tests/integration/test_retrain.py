@@ -167,6 +167,6 @@ def test_a_promoted_candidate_is_listed_with_its_metrics_and_onnx(setup, capsys)
     text = capsys.readouterr().out
     assert "v0001" in text and "model.onnx" in text and "recall" in text
     # The ONNX file is what a station loads.
-    from inspector.runtime.backends import load_policy
+    from inspector.policy.load import load_policy
 
     assert load_policy(onnx).classes == ("ok", "line", "point")
