@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "reward_profiles" / "lcd_panel.yaml"
 #: The demo's panels: small frames (fast on 2 cores) whose 1-px points are invisible at
 #: the agent's 32-px overview, so the agent has to focus to find them.
