@@ -117,7 +117,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         write_ok_bias(path, bias)
         print(f"calibrate: ok bias {bias:+.2f} written into {path}'s metadata")
         return 0
-    from inspector.footage_hash import sha256_file
+    from inspector.files import sha256_file
 
     run_dir = path if path.is_dir() else path.parent
     point = OperatingPoint(

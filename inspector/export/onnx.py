@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import ExportError, MissingDependencyError
+from inspector.files import atomic_path
 from inspector.policy.base import INPUT_NAMES, META_PREFIX, OUTPUT_NAMES
 
 log = logging.getLogger(__name__)
@@ -89,33 +90,31 @@ def write_onnx(policy: Any, graph: Any, profile: Any, out: str | Path) -> Path:
     shapes = observation_shapes(profile.scan)
     dummy = tuple(torch.zeros((2, *shapes[k]), dtype=torch.float32) for k in INPUT_NAMES)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp.onnx")
-    try:
-        torch.onnx.export(
-            graph,
-            dummy,
-            str(tmp),
-            input_names=list(INPUT_NAMES),
-            output_names=list(OUTPUT_NAMES),
-            dynamic_axes={n: {0: "batch"} for n in (*INPUT_NAMES, *OUTPUT_NAMES)},
-            opset_version=OPSET,
-            dynamo=False,
-        )
-    except Exception as exc:
-        raise ExportError(f"ONNX export failed: {exc}") from exc
-    m = onnx.load(str(tmp))
-    for k, v in meta.to_props().items():
-        p = m.metadata_props.add()
-        p.key, p.value = k, v
-    m.producer_name = "inspector"
-    m.producer_version = meta.exporter_version
-    try:
-        onnx.checker.check_model(m)
-    except onnx.checker.ValidationError as exc:
-        raise ExportError(f"exported graph fails onnx.checker: {exc}") from exc
-    onnx.save(m, str(tmp))
-    tmp.replace(out)
+    with atomic_path(out) as tmp:
+        try:
+            torch.onnx.export(
+                graph,
+                dummy,
+                str(tmp),
+                input_names=list(INPUT_NAMES),
+                output_names=list(OUTPUT_NAMES),
+                dynamic_axes={n: {0: "batch"} for n in (*INPUT_NAMES, *OUTPUT_NAMES)},
+                opset_version=OPSET,
+                dynamo=False,
+            )
+        except Exception as exc:
+            raise ExportError(f"ONNX export failed: {exc}") from exc
+        m = onnx.load(str(tmp))
+        for k, v in meta.to_props().items():
+            p = m.metadata_props.add()
+            p.key, p.value = k, v
+        m.producer_name = "inspector"
+        m.producer_version = meta.exporter_version
+        try:
+            onnx.checker.check_model(m)
+        except onnx.checker.ValidationError as exc:
+            raise ExportError(f"exported graph fails onnx.checker: {exc}") from exc
+        onnx.save(m, str(tmp))
     return out
 
 
@@ -150,11 +149,10 @@ def record_observations(
     """Observations from real episodes (the policy's own scan paths), batched, ``n`` in all."""
     from inspector.camera import open_camera
     from inspector.env import FrameSource
-    from inspector.profile import ScanSettings
     from inspector.scan import STOP, Scanner
 
     meta = policy.meta
-    scanner = Scanner(ScanSettings(**dict(meta.scan)), meta.step_budget or 12)
+    scanner = Scanner.from_metadata(meta)
     driver = open_camera(camera, params)
     source = FrameSource(driver)
     rng = np.random.default_rng(seed)
@@ -254,6 +252,5 @@ def write_ok_bias(path: Path, bias: float) -> None:
     for k, v in [*props, (key, json.dumps(float(bias)))]:
         entry = m.metadata_props.add()
         entry.key, entry.value = k, v
-    tmp = path.with_suffix(".calibrate.tmp")
-    onnx.save(m, str(tmp))
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        onnx.save(m, str(tmp))

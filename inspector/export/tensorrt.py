@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import ExportError, InspectorError, MissingDependencyError, ModelError
+from inspector.files import write_atomic
 from inspector.policy.base import INPUT_NAMES, OUTPUT_NAMES, ModelMeta
 from inspector.policy.trt_engine import (
     SIDECAR_SCHEMA,
@@ -237,19 +237,6 @@ def engine_cache_key(
 # --------------------------------------------------------------------------- sidecar
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    # temp file + rename: a station never sees half an engine after a power cut.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_sidecar(
     engine_path: str | os.PathLike[str],
     meta: ModelMeta,
@@ -273,7 +260,7 @@ def write_sidecar(
         "profile": profile.to_json(),
     }
     out = sidecar_path(engine_path)
-    _atomic_write(out, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
+    write_atomic(out, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
     return out
 
 
@@ -410,7 +397,7 @@ def make_calibrator(batches: CalibrationBatches, cache_file: str | os.PathLike[s
             return None
 
         def write_calibration_cache(self, cache: Any) -> None:
-            _atomic_write(self.cache_file, bytes(cache))
+            write_atomic(self.cache_file, bytes(cache))
 
     return Calibrator()
 
@@ -492,7 +479,7 @@ def build_engine(
     if cached is not None and cached.is_file():
         log.info("engine cache hit %s", cached)
         if cached.resolve() != out.resolve():
-            _atomic_write(out, cached.read_bytes())
+            write_atomic(out, cached.read_bytes())
     else:
         data = _build_serialized(
             trt,
@@ -516,7 +503,7 @@ def build_engine(
             workspace_mb=workspace_mb,
             timing_cache=Path(timing_cache) if timing_cache else None,
         )
-        _atomic_write(out, data)
+        write_atomic(out, data)
         if cached is not None:
             if int8 and calib_cache.is_file():
                 # The build has just written the calibration cache; key the engine by it
@@ -531,7 +518,7 @@ def build_engine(
                     calibration_sha256=hashlib.sha256(calib_cache.read_bytes()).hexdigest(),
                 )
                 cached = cached.with_name(f"{key}.engine")
-            _atomic_write(cached, data)
+            write_atomic(cached, data)
             log.info("engine cached as %s", cached)
     write_sidecar(
         out,
@@ -633,7 +620,7 @@ def _build_serialized(
     if serialized is None:
         raise ExportError(f"{onnx_file}: TensorRT failed to build the engine (see the log above)")
     if cache is not None and timing_cache is not None:
-        _atomic_write(timing_cache, bytes(config.get_timing_cache().serialize()))
+        write_atomic(timing_cache, bytes(config.get_timing_cache().serialize()))
     return bytes(serialized)
 
 

@@ -18,10 +18,8 @@ threshold (fixed when the store is created, default 51/256, about 20 %),
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import FootageError
-from inspector.footage_hash import sha256_bytes
+from inspector.files import sha256_bytes, write_atomic
 from inspector.frames import Box, Frame, Truth
 
 #: Where a label came from, weakest first: a later, stronger source may replace it.
@@ -132,24 +130,6 @@ def encode_png(image: np.ndarray) -> bytes:
     if not ok:
         raise FootageError("PNG encoding failed")
     return buf.tobytes()
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename.
-
-    A reader (or a crash) sees the old file or the whole new one, never half of it.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".tmp-{uuid.uuid4().hex}{path.suffix}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def frame_relpath(frame_id: str, suffix: str = ".png") -> str:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import InspectorError, ModelError
+from inspector.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -199,10 +200,7 @@ class OperatingPoint:
         path = Path(run_dir) / FILE
         doc = asdict(self)
         doc["created_at"] = doc["created_at"] or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        tmp.replace(path)
-        return path
+        return write_atomic(path, json.dumps(doc, indent=1) + "\n")
 
 
 def read_ok_bias(model_path: str | Path, model_sha256: str) -> float:

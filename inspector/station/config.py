@@ -1,7 +1,7 @@
 """``StationConfig``: what ``inspector run --config STATION.yaml`` reads.
 
 Every field's type hint says what the YAML may hold; :func:`load_station_config`
-loads it with :func:`inspector.config.load_dataclass`, so a bad value is reported
+loads it with :func:`inspector.yamlio.dataclass_load.load_dataclass`, so a bad value is reported
 as ``station.yaml:12:9: mqtt.port: expected int, got 'high'`` and an unknown key
 lists the allowed ones. Command-line flags override after loading
 (:func:`apply_overrides`). Relative paths are relative to the working directory.
@@ -333,7 +333,7 @@ def load_station_config(path: str | Path) -> StationConfig:
 
     :raises ConfigError: ``file:line:col: path: message``.
     """
-    from inspector.config import load_dataclass
+    from inspector.yamlio.dataclass_load import load_dataclass
 
     return load_dataclass(StationConfig, path, error=ConfigError)
 

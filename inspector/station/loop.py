@@ -30,7 +30,7 @@ from typing import Any, Protocol, TextIO
 import numpy as np
 
 from inspector.errors import InspectorError, ModelError, StationError
-from inspector.footage_hash import sha256_file
+from inspector.files import sha256_file
 from inspector.policy.agent import run_episode
 from inspector.station.camera_feed import (
     CameraEnded,
@@ -123,14 +123,12 @@ class Station:
 
     # -- set-up ----------------------------------------------------------------------
     def _scanner(self) -> Any:
-        from inspector.profile import ScanSettings
         from inspector.scan import Scanner
 
         try:
-            settings = ScanSettings(**dict(self.meta.scan))
-        except TypeError as exc:
-            raise ModelError(f"{self.cfg.model.path}: unusable scan settings: {exc}") from None
-        return Scanner(settings, self.budget)
+            return Scanner.from_metadata(self.meta, self.budget)
+        except ModelError as exc:
+            raise ModelError(f"{self.cfg.model.path}: {exc}") from None
 
     def _open_configured_camera(self) -> Any:
         from inspector.camera import open_camera

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import InspectorError
+from inspector.files import atomic_path, write_atomic
 from inspector.profile import Profile, load_profile
 from inspector.scan import ACTIONS
 from inspector.train.config import TrainConfig
@@ -295,9 +296,8 @@ def save_checkpoint(model: Any, out: Path) -> Path:
     ck = out / "checkpoints"
     ck.mkdir(parents=True, exist_ok=True)
     path = ck / f"ckpt_{model.num_timesteps:09d}.zip"
-    tmp = ck / f".tmp_{model.num_timesteps}.zip"
-    model.save(str(tmp))
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        model.save(str(tmp))
     norm = getattr(model.rollout_buffer, "normaliser", None)
     state = {"path": path.name, "num_timesteps": int(model.num_timesteps)}
     if norm is not None:
@@ -308,9 +308,7 @@ def save_checkpoint(model: Any, out: Path) -> Path:
             "lo": norm.lo if np.isfinite(norm.lo) else None,
             "hi": norm.hi if np.isfinite(norm.hi) else None,
         }
-    tmpj = ck / ".latest.json.tmp"
-    tmpj.write_text(json.dumps(state))
-    tmpj.replace(ck / "latest.json")
+    write_atomic(ck / "latest.json", json.dumps(state))
     return path
 
 
@@ -408,9 +406,8 @@ def train_run(
                 tb_log_name="hybrid_ppo",
             )
         save_checkpoint(model, out)
-        tmp = out / ".model.tmp.zip"
-        model.save(str(tmp))
-        tmp.replace(out / "model.zip")
+        with atomic_path(out / "model.zip") as tmp:
+            model.save(str(tmp))
     finally:
         env.close()
     report = None

@@ -135,7 +135,7 @@ def load_trained(path: str | Path) -> tuple[Any, Any, str]:
     ``path`` is the model ``.zip`` or the run directory holding ``model.zip`` and
     ``profile.yaml``.
     """
-    from inspector.footage_hash import sha256_file
+    from inspector.files import sha256_file
     from inspector.profile import load_profile
     from inspector.train.hybrid import HybridPPO
 

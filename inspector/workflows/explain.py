@@ -26,6 +26,7 @@ from inspector.profile import Profile, load_profile
 from inspector.rrm.learned import LearnedRedistributor, episode_features
 from inspector.rrm.redistribution import redistribute
 from inspector.rrm.shaping import shaping_rewards
+from inspector.rrm.step import INFO_KEY as STEP_KEY
 from inspector.scan import ACTIONS
 
 GAMMA = 0.99
@@ -67,6 +68,7 @@ def record_episodes(
                 nxt = info.get("teacher_next", 0)
                 done = term or trunc
                 sc = env.scanner
+                rec = info[STEP_KEY]
                 steps.append(
                     {
                         "step": len(steps),
@@ -75,11 +77,11 @@ def record_episodes(
                         "rect": list(sc.rect),
                         "terms": info["terms"],
                         "channels": {t.term: t.channel for t in profile.terms},
-                        "outcome": info["outcome"] * profile.rrm.outcome_weight,
-                        "process": info["process"] * profile.rrm.process_weight,
+                        "outcome": rec.outcome,
+                        "process": rec.process,
                         "raw": r,
-                        "phi_prev": info["phi_prev"],
-                        "phi": info["phi"],
+                        "phi_prev": rec.phi_prev,
+                        "phi": rec.phi,
                     }
                 )
             traces.append(

@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import FootageError, InspectorError
+from inspector.files import atomic_path, sha256_bytes, sha256_file, write_atomic
 from inspector.footage.store import FootageStore, FrameRecord
-from inspector.footage_hash import sha256_bytes, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +107,10 @@ def entropy(probs: Sequence[float]) -> float:
 
 
 def _scanner(policy: Any):
-    from inspector.profile import ScanSettings
     from inspector.scan import Scanner
 
-    budget = policy.meta.step_budget or 12
-    return Scanner(ScanSettings(**dict(policy.meta.scan)), budget), budget
+    scanner = Scanner.from_metadata(policy.meta)
+    return scanner, scanner.budget
 
 
 def evaluate_all(
@@ -272,10 +271,9 @@ def plot_comparison(
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = out.with_suffix(".tmp.png")
-    fig.savefig(tmp)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp)
     plt.close(fig)
-    tmp.replace(out)
 
 
 # -- retrain -----------------------------------------------------------------------------
@@ -447,9 +445,7 @@ def retrain(
         report["promoted"] = True
     title = "held-out frames, " + ("per-class" if view == "full" else "ok vs defect") + " view"
     plot_comparison(base_m, cand_m, title, out / "retrain_report.png")
-    tmp = out / ".retrain_report.json.tmp"
-    tmp.write_text(json.dumps(report, indent=2, default=_json_default))
-    tmp.replace(out / "retrain_report.json")
+    write_atomic(out / "retrain_report.json", json.dumps(report, indent=2, default=_json_default))
     return report
 
 

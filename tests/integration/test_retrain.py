@@ -157,7 +157,7 @@ def test_a_promoted_candidate_is_listed_with_its_metrics_and_onnx(setup, capsys)
     v = versions[0]
     onnx = Path(v["path"]) / "model.onnx"
     assert onnx.is_file()
-    from inspector.footage_hash import sha256_file
+    from inspector.files import sha256_file
 
     assert v["model_sha256"] == sha256_file(onnx)
     assert v["metrics"]["defect_recall"] == rep["candidate_metrics"]["full"]["defect_recall"]

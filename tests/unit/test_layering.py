@@ -104,11 +104,13 @@ LAYERS: dict[str, int] = {
     "inspector.cli": 7,
 }
 #: Which unit of a shared layer may import which: the scan takes its settings from
-#: the profile, the env asks the scripted teacher, export traces the trained torch
+#: the profile, the env asks the scripted teacher and makes the RRM step record,
+#: export traces the trained torch
 #: policy; train, footage and policy stand alone.
 SIDEWAYS = {
     ("inspector.scan", "inspector.profile"),
     ("inspector.env", "inspector.teacher"),
+    ("inspector.env", "inspector.rrm"),
     ("inspector.export", "inspector.train"),
 }
 
