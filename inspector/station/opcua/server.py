@@ -203,6 +203,7 @@ class OpcuaServer:
         await server.init()
         server.set_endpoint(self.endpoint)
         server.set_server_name(f"inspector station {self.station_id}")
+        await server.set_application_uri(f"urn:inspector:station:{self.station_id}")
         await self._secure(server, ua)
         ns = await server.register_namespace(f"urn:inspector:station:{self.station_id}")
         await self._build(server, ns, ua)
