@@ -17,9 +17,12 @@ from typing import Any
 
 from inspector.errors import ConfigError, ModelError, StationError
 from inspector.station.mqtt import MqttConfig, TlsConfig
+from inspector.station.opcua.settings import OpcuaSection
+from inspector.station.shadow import ShadowSection
 
-#: Trigger modes: every frame is a part, or a message on ``<prefix>/trigger`` asks for one.
-TRIGGER_MODES = ("free-run", "mqtt")
+#: Trigger modes: every frame is a part, a message on ``<prefix>/trigger`` asks for one,
+#: or a PLC triggers over OPC UA (docs/opcua.md).
+TRIGGER_MODES = ("free-run", "mqtt", "opcua")
 #: Backends ``model.backend`` may name (``auto``: from the file's suffix).
 BACKENDS = ("auto", "onnxruntime", "onnxruntime-cpu", "tensorrt")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -102,9 +105,10 @@ class ModelSection:
 class TriggerSection:
     """When a part is inspected.
 
-    :param mode: ``free-run`` (every camera frame is a part) or ``mqtt`` (inspect the next
+    :param mode: ``free-run`` (every camera frame is a part), ``mqtt`` (inspect the next
         camera frame when a message arrives on ``<prefix>/trigger``; the result echoes its
-        ``part_id`` and ``correlation_id``).
+        ``part_id`` and ``correlation_id``) or ``opcua`` (a PLC triggers through the OPC UA
+        handshake; needs ``opcua.enabled``).
     """
 
     mode: str = "free-run"
@@ -272,6 +276,9 @@ class StationConfig:
     :param metrics_host: address the Prometheus endpoint listens on.
     :param log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR`` (``--log-level`` wins).
     :param status_interval: seconds between status lines (stderr) and status messages.
+    :param opcua: the OPC UA server and its PLC handshake (docs/opcua.md).
+    :param shadow: a candidate model judging the same frames beside the live one (its
+        verdicts go into the results' ``shadow`` field and footage, never acted on).
     """
 
     station_id: str = ""
@@ -287,6 +294,8 @@ class StationConfig:
     metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"
     status_interval: float = 10.0
+    opcua: OpcuaSection = field(default_factory=OpcuaSection)
+    shadow: ShadowSection = field(default_factory=ShadowSection)
 
     def validate(self) -> None:
         """Checks across sections.
@@ -300,6 +309,8 @@ class StationConfig:
             )
         if self.trigger.mode == "mqtt" and not self.mqtt.enabled:
             raise ValueError("trigger.mode mqtt needs mqtt.enabled (triggers arrive over MQTT)")
+        if self.trigger.mode == "opcua" and not self.opcua.enabled:
+            raise ValueError("trigger.mode opcua needs opcua.enabled (a PLC triggers over OPC UA)")
         if not 0 <= self.metrics_port < 65536:
             raise ValueError(f"metrics_port must be 0 (off) or a TCP port, got {self.metrics_port}")
         if str(self.log_level).upper() not in _LOG_LEVELS:
@@ -315,7 +326,7 @@ class StationConfig:
         :raises ConfigError: one line naming the setting.
         """
         sections = (self.camera, self.model, self.trigger, self.mqtt, self.outbox,
-                    self.footage.keep, self.footage, self)  # fmt: skip
+                    self.footage.keep, self.footage, self.opcua, self.shadow, self)  # fmt: skip
         for s in sections:
             try:
                 s.validate()

@@ -46,8 +46,10 @@ from inspector.station.config import (
 )
 from inspector.station.metrics import StationMetrics
 from inspector.station.mqtt import Publisher, Trigger
+from inspector.station.opcua.link import OpcuaLink
 from inspector.station.reporter import Reporter
 from inspector.station.result import Result
+from inspector.station.shadow import ShadowRunner
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +117,14 @@ class Station:
         self._jsonl: TextIO | None = None
         self._own_reporter = reporter is None
         self.reporter = reporter if reporter is not None else self._reporter()
+        self.opcua = OpcuaLink.from_config(config) if config.opcua.enabled else None
+        self.shadow = ShadowRunner.from_config(config.shadow, self.meta, self.budget, self.ok_class)
         self._last_status = 0.0
         self._full_since: float | None = None
         self._thread_errors: dict[str, int] = {}  # see _count_errors
         self._publishing = False
         self._closed = False
+        self._plc_full = False
 
     # -- set-up ----------------------------------------------------------------------
     def _scanner(self) -> Any:
@@ -164,7 +169,19 @@ class Station:
             raise
         # Background commit: the outbox's fsync overlaps the next part; the results log
         # gets a line once a result is durable (on the committer thread).
-        return Reporter(outbox, self.publisher, background=True, on_committed=self._log_result)
+        return Reporter(outbox, self.publisher, background=True, on_committed=self._committed)
+
+    def _committed(self, result: Result) -> None:
+        """A result is durable: log it, then show it to the PLC (committer thread)."""
+        self._log_result(result)
+        if self.opcua is None:
+            return
+        try:
+            self.opcua.deliver(result.to_dict())
+        except Exception as exc:  # the PLC cannot be shown results: stop taking parts
+            self.metrics.error("opcua")
+            log.error("result %s not shown to the PLC: %s; stopping", result.id, exc)
+            self.request_stop()
 
     def _log_result(self, result: Result) -> None:
         if self._jsonl is not None:
@@ -191,6 +208,14 @@ class Station:
             + (f", ensemble of {len(m.ensemble)} models" if m.ensemble else ""),
             f"  trigger  {c.trigger.mode}",
         ]
+        if self.opcua is not None:
+            o = c.opcua
+            who = f"users {','.join(u.name for u in o.users)}" if o.users else "anonymous"
+            sec = "Sign&Encrypt" + (" only" if o.secure_only else "") if o.certificate else "none"
+            lines.append(f"  opcua    {o.endpoint} {who} security {sec} buffer {o.buffer}")
+        if self.shadow is not None:
+            lines.append(f"  shadow   {c.shadow.model} sha256 {self.shadow.model_sha256} "
+                         f"budget {c.shadow.budget_ms:g} ms")  # fmt: skip
         if self.publisher is not None:
             mc = self.publisher.config
             auth = f" user {mc.username}" if mc.username else ""
@@ -221,6 +246,8 @@ class Station:
         if self.publisher is not None:
             self.publisher.start()
             self._publishing = True
+        if self.opcua is not None:
+            self.opcua.start()
         if self.cfg.metrics_port:
             url = self.metrics.serve(self.cfg.metrics_port, self.cfg.metrics_host)
             log.info("metrics on %s", url)
@@ -284,8 +311,9 @@ class Station:
                 if not self._accepting():
                     self._stop.wait(0.1)
                     continue
-                if self.cfg.trigger.mode == "mqtt":
-                    trig = self.publisher.next_trigger(timeout=0.2) if self.publisher else None
+                if self.cfg.trigger.mode in ("mqtt", "opcua"):
+                    source = self.publisher if self.cfg.trigger.mode == "mqtt" else self.opcua
+                    trig = source.next_trigger(timeout=0.2) if source else None
                     if trig is not None:
                         self.step(trig)
                 else:
@@ -295,6 +323,15 @@ class Station:
         return 0
 
     def _accepting(self) -> bool:
+        if self.opcua is not None and not self.opcua.accepting:
+            if not self._plc_full:
+                self._plc_full = True
+                self._say(f"[{self.cfg.station_id}] PLC BUFFER FULL: not taking parts until "
+                          "the PLC acknowledges results")  # fmt: skip
+            return False
+        if self._plc_full:
+            self._plc_full = False
+            self._say(f"[{self.cfg.station_id}] PLC acknowledged: taking parts")
         ok = bool(getattr(self.reporter, "accepting", True))
         now = time.monotonic()
         if not ok and self._full_since is None:
@@ -384,6 +421,7 @@ class Station:
         except ValueError as exc:
             return self._failed(f"corrupt frame: {exc}", trigger, "corrupt_frame", frame), None
         part = trigger.part_id if trigger and trigger.part_id else str(frame.part_id)
+        ticket = self.shadow.submit(image) if self.shadow is not None else None
         try:
             d = run_episode(self.policy, self.scanner, image, self.budget)
             result = Result.decided(
@@ -392,6 +430,8 @@ class Station:
                 captured_at=float(frame.timestamp), latency_ms=1e3 * d.latency_s,
                 ok_class=self.ok_class, **self._ids(trigger),
             )  # fmt: skip
+            if self.shadow is not None:
+                result.shadow = self.shadow.collect(ticket)
         except Exception as exc:  # one bad part (or model output) never stops the station
             log.debug("inspection failed", exc_info=True)
             return self._failed(f"inspection failed: {exc}", trigger, "inspection", frame), image
@@ -418,7 +458,7 @@ class Station:
                     raise
                 time.sleep(0.5)
         if not self._own_reporter:
-            self._log_result(result)  # a reporter given from outside has no callback
+            self._committed(result)  # a reporter given from outside has no callback
 
     # -- status ----------------------------------------------------------------------
     def _count_errors(self, kind: str, total: Any) -> None:
@@ -499,6 +539,10 @@ class Station:
         if hasattr(self.reporter, "close"):
             # Already flushed above; this publishes "offline" and closes the outbox.
             ok = self.reporter.close(flush_timeout=0.0) and ok
+        if self.opcua is not None:
+            self.opcua.close()  # after the drain: every committed result was shown
+        if self.shadow is not None:
+            self.shadow.close()
         if self._jsonl is not None:
             self._jsonl.close()
         self.metrics.close()

@@ -32,6 +32,11 @@ from typing import Any
 
 #: The schema identifier every result carries; bumped when a field changes meaning.
 SCHEMA = "inspector.result/1"
+#: A result with a ``shadow`` field (a shadow model ran); otherwise the same as /1, so
+#: a station without a shadow writes exactly the /1 documents it always did.
+SCHEMA_SHADOW = "inspector.result/1.1"
+#: Schema ids :meth:`Result.from_dict` reads.
+SCHEMAS = (SCHEMA, SCHEMA_SHADOW)
 #: Verdicts: the declared class is the ok class, or any defect class.
 VERDICTS = ("ok", "defect")
 
@@ -109,6 +114,9 @@ class Result:
     :param trigger_part_id: the part id the trigger carried, echoed verbatim.
     :param id: unique result id; receivers de-duplicate by it.
     :param seq: per-station sequence number, assigned by the outbox on commit.
+    :param shadow: what the shadow model decided on the same frame (label, verdict,
+        confidence, probabilities, glimpse path, steps, latency, model sha256), or why it
+        was skipped; None when no shadow runs.
     """
 
     station: str
@@ -131,6 +139,7 @@ class Result:
     trigger_part_id: str | None = None
     id: str = field(default_factory=new_id)
     seq: int | None = None
+    shadow: dict[str, Any] | None = None
 
     # -- builders -------------------------------------------------------------------
     @classmethod
@@ -239,9 +248,9 @@ class Result:
 
     # -- JSON -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document (schema ``inspector.result/1``) as a dict."""
-        return {
-            "schema": SCHEMA,
+        """The JSON document (``inspector.result/1``, or ``/1.1`` with a shadow) as a dict."""
+        doc = {
+            "schema": SCHEMA if self.shadow is None else SCHEMA_SHADOW,
             "id": self.id,
             "seq": self.seq,
             "station": self.station,
@@ -262,6 +271,9 @@ class Result:
             "footage": self.footage,
             "error": self.error,
         }
+        if self.shadow is not None:
+            doc["shadow"] = self.shadow
+        return doc
 
     def to_json(self) -> str:
         """Compact JSON text; NaN or infinity raise ValueError (they are not JSON)."""
@@ -273,7 +285,7 @@ class Result:
 
         :raises ValueError: the schema id is not ``inspector.result/1`` or a field is missing.
         """
-        if doc.get("schema") != SCHEMA:
+        if doc.get("schema") not in SCHEMAS:
             raise ValueError(f"not an {SCHEMA} document (schema={doc.get('schema')!r})")
         try:
             return cls(
@@ -297,6 +309,7 @@ class Result:
                 trigger_part_id=doc.get("trigger_part_id"),
                 id=doc["id"],
                 seq=doc.get("seq"),
+                shadow=dict(doc["shadow"]) if isinstance(doc.get("shadow"), dict) else None,
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{SCHEMA} document is missing or has a bad field: {exc}") from None

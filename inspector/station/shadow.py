@@ -80,6 +80,25 @@ class ShadowRunner:
         self._thread = threading.Thread(target=self._work, name="shadow", daemon=True)
         self._thread.start()
 
+    @classmethod
+    def from_config(cls, section: ShadowSection, live_meta: Any, budget: int,
+                    ok_class: str) -> ShadowRunner | None:  # fmt: skip
+        """The runner ``shadow:`` asks for, or None when no shadow model is configured.
+
+        :raises ModelError: the model cannot be loaded or does not match the live one.
+        """
+        if not section.model:
+            return None
+        from inspector.files import sha256_file
+        from inspector.policy.load import load_policy
+        from inspector.scan import Scanner
+
+        policy = load_policy(Path(section.model), threads=section.threads)
+        cls.check_compatible(live_meta, policy.meta, section.model)
+        scanner = Scanner.from_metadata(policy.meta, budget)
+        return cls(policy, scanner, budget, sha256_file(section.model), section.budget_ms,
+                   ok_class=ok_class)  # fmt: skip
+
     @staticmethod
     def check_compatible(live_meta: Any, shadow_meta: Any, path: str) -> None:
         """:raises ModelError: the shadow has other classes or scan settings than live."""
@@ -153,9 +172,12 @@ class ShadowRunner:
                 self._cond.notify_all()
 
     def close(self) -> None:
-        """Stop the worker (idempotent)."""
+        """Stop the worker (idempotent) and close the shadow's backend."""
         try:
             self._jobs.put(None, timeout=1.0)
         except queue.Full:
             pass
         self._thread.join(5.0)
+        close = getattr(self.policy, "close", None)
+        if callable(close):
+            close()

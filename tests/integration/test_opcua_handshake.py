@@ -71,11 +71,12 @@ def serve(tmp_path: Path, buffer: int = 8, **kw) -> tuple[Handshake, OpcuaServer
 class Plc:
     """The PLC side of the handshake, on an asyncua client."""
 
-    def __init__(self, client) -> None:
+    def __init__(self, client, namespace: str = NS) -> None:
         self.c = client
+        self.namespace = namespace
 
     async def bind(self) -> Plc:
-        ns = await self.c.get_namespace_index(NS)
+        ns = await self.c.get_namespace_index(self.namespace)
         self.st = await self.c.nodes.objects.get_child(f"{ns}:InspectionStation")
         self.ns = ns
         for name in ("TriggerEnable", "Trigger", "TriggerPartId", "ResultValid", "ResultAck"):

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from inspector.station.result import (
     SCHEMA,
+    SCHEMA_SHADOW,
     GlimpsePoint,
     Result,
     iso_utc,
@@ -44,7 +45,24 @@ def decided(**kw) -> Result:
 def test_schema_file_is_valid_and_packaged():
     schema = result_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
-    assert schema["properties"]["schema"]["const"] == SCHEMA
+    assert schema["properties"]["schema"]["enum"] == [SCHEMA, SCHEMA_SHADOW]
+
+
+def test_a_shadow_moves_the_version_compatibly():
+    plain = {**decided().to_dict(), "seq": 7}
+    assert plain["schema"] == SCHEMA and "shadow" not in plain  # no shadow: /1 exactly
+    shadow = {"model_sha256": "c" * 64, "label": "line", "verdict": "defect",
+              "confidence": 0.7, "probabilities": {"ok": 0.3, "line": 0.7},
+              "glimpse_path": [{"x": 0.5, "y": 0.5, "zoom": 1}], "steps": 2,
+              "latency_ms": 1.5}  # fmt: skip
+    doc = Result.from_dict({**plain, "schema": SCHEMA_SHADOW, "shadow": shadow})
+    out = doc.to_dict()
+    assert out["schema"] == SCHEMA_SHADOW and out["shadow"] == shadow
+    validate_result(out)
+    skipped = {**plain, "schema": SCHEMA_SHADOW, "shadow": {"model_sha256": "", "skipped": "late"}}
+    validate_result(skipped)
+    with pytest.raises(ValueError):
+        validate_result({**plain, "shadow": {"label": "ok"}})  # no model hash
 
 
 def test_decided_result_document():

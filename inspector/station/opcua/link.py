@@ -22,7 +22,9 @@ class OpcuaLink:
     """
 
     def __init__(self, section: OpcuaSection, station_id: str, outbox_path: str | Path) -> None:
-        from inspector.station.opcua.server import OpcuaServer
+        from inspector.station.opcua.server import OpcuaServer, _asyncua
+
+        _asyncua()  # a missing extra says what to install before anything opens
 
         self.section = section
         self.pending = PendingResults(outbox_path, section.buffer)
@@ -32,6 +34,11 @@ class OpcuaLink:
             users=section.passwords(), certificate=section.certificate,
             private_key=section.private_key, secure_only=section.secure_only,
         )  # fmt: skip
+
+    @classmethod
+    def from_config(cls, config: Any) -> OpcuaLink:
+        """The link a validated ``StationConfig`` asks for (its ``opcua`` and outbox)."""
+        return cls(config.opcua, config.station_id, config.outbox.path)
 
     def start(self) -> None:
         """Serve; the PLC may trigger from now on. :raises StationError: cannot serve."""
