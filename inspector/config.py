@@ -44,7 +44,8 @@ def _from_node(cls: type[T], node: yaml.Node, file: str, path: str, error: type)
     loader = yaml.SafeLoader("")
     for knode, vnode in node.value:
         key = str(knode.value)
-        kpath = f"{path}.{key}" if path else key
+        shown = key if key.isprintable() else repr(key)  # a path stays one line
+        kpath = f"{path}.{shown}" if path else shown
         line, col = _mark(knode)
         if key not in fields:
             close = difflib.get_close_matches(key, list(fields), n=1)
@@ -111,7 +112,14 @@ def load_dataclass(cls: type[T], path: str | Path, error: type = ConfigError) ->
 def load_dataclass_text(
     cls: type[T], text: str, file: str = "<string>", error: type = ConfigError
 ) -> T:
-    """Load ``cls`` from YAML text (see :func:`load_dataclass`)."""
+    """Load ``cls`` from YAML text (see :func:`load_dataclass`).
+
+    The text first passes the reward profiles' guarded parser (size, nesting depth,
+    alias expansion, duplicate keys, safe tags): a hostile file is one located error.
+    """
+    from inspector.yamlloc import parse_yaml
+
+    parse_yaml(text, file, error=error)  # raises for what yaml.compose would let through
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:

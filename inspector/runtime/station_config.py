@@ -25,8 +25,19 @@ BACKENDS = ("auto", "onnxruntime", "onnxruntime-cpu", "tensorrt")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+#: The longest station id (it names topics, the client id and every result).
+MAX_STATION_ID = 128
+
+
 def _bad_station_id(sid: str) -> bool:
-    return not sid or any(c in sid for c in "+#/") or sid != sid.strip()
+    # Spaces, control characters (a newline would forge log lines and topic levels),
+    # MQTT wildcards and separators are refused.
+    return (
+        not sid
+        or len(sid) > MAX_STATION_ID
+        or any(c in sid for c in "+#/")
+        or any(c.isspace() or not c.isprintable() for c in sid)
+    )
 
 
 @dataclass
@@ -187,12 +198,16 @@ class OutboxSection:
     :param synchronous: ``FULL`` (survives power loss) or ``NORMAL`` (process death only).
     :param flush_timeout_s: at shutdown, wait this long for the broker to take what is left
         (the rest stays in the outbox for the next start).
+    :param commit_timeout_s: commits may fail (disk full, I/O error) this long before the
+        station stops and exits non-zero, naming every result it could not keep; no part
+        is taken while they fail.
     """
 
     path: str = "var/outbox.sqlite"
     limit: int = 50_000
     synchronous: str = "FULL"
     flush_timeout_s: float = 10.0
+    commit_timeout_s: float = 30.0
 
     def validate(self) -> None:
         """:raises ValueError: an empty path, a limit below 1, a bad synchronous mode."""
@@ -204,6 +219,8 @@ class OutboxSection:
             raise ValueError(f"outbox.synchronous must be FULL or NORMAL, got {self.synchronous!r}")
         if self.flush_timeout_s < 0:
             raise ValueError(f"outbox.flush_timeout_s must be >= 0, got {self.flush_timeout_s}")
+        if not self.commit_timeout_s >= 0:
+            raise ValueError(f"outbox.commit_timeout_s must be >= 0, got {self.commit_timeout_s}")
 
 
 @dataclass
@@ -295,8 +312,8 @@ class StationConfig:
         """
         if _bad_station_id(self.station_id):
             raise ValueError(
-                f"station_id {self.station_id!r}: a non-empty id without spaces, + # or / "
-                "is required"
+                f"station_id {self.station_id[:80]!r}: a non-empty id of at most "
+                f"{MAX_STATION_ID} printable characters without spaces, + # or / is required"
             )
         if self.trigger.mode == "mqtt" and not self.mqtt.enabled:
             raise ValueError("trigger.mode mqtt needs mqtt.enabled (triggers arrive over MQTT)")
