@@ -43,7 +43,7 @@ def _positive(*values: float) -> None:
 
 
 def test_env_benchmark_measures_env_and_baseline():
-    from benchmarks import env
+    from benchmarks.speed import env
 
     b = env.measure(size=128, n_steps=150, repeats=1, n_frames=3)
     _positive(
@@ -55,7 +55,7 @@ def test_env_benchmark_measures_env_and_baseline():
 
 
 def test_env_benchmark_replays_the_envs_crops():
-    from benchmarks import env
+    from benchmarks.speed import env
     from inspector.env import InspectionEnv
 
     e = InspectionEnv(env.PROFILE, "synthetic", {"size": 128, "seed": 0})
@@ -67,7 +67,7 @@ def test_env_benchmark_replays_the_envs_crops():
 
 
 def test_rrm_benchmark_times_every_method_and_the_update():
-    from benchmarks import rrm
+    from benchmarks.speed import rrm
 
     b = rrm.measure(n_steps=16, n_envs=2, repeats=1, inner=1, size=128, cfg=TINY)
     assert set(b.pipeline) == {"none", *rrm.METHODS}
@@ -77,7 +77,7 @@ def test_rrm_benchmark_times_every_method_and_the_update():
 
 
 def test_training_benchmark_times_both_learners():
-    from benchmarks import training
+    from benchmarks.speed import training
 
     b = training.measure(timesteps=32, repeats=1, size=128, cfg=TINY)
     _positive(b.hybrid, b.plain, b.ratio)
@@ -87,7 +87,7 @@ def test_training_benchmark_times_both_learners():
 
 @pytest.mark.filterwarnings("ignore")
 def test_inference_benchmark_times_every_backend(tmp_path):
-    from benchmarks import inference
+    from benchmarks.speed import inference
 
     b = inference.measure(
         tmp_path,

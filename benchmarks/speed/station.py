@@ -17,13 +17,12 @@ how much of the cost is the per-result fsync, measured on this disk in the same 
 The configurations run interleaved in rounds and each block is timed until the station
 has settled (footage written, results acknowledged); see :class:`Arm`.
 
-Run: ``python -m benchmarks.station [--quick] [--model M.onnx] [--rounds R] [--parts N]``. Without
-``--model`` a tiny model is trained and exported first (about a minute).
+Run: ``python -m benchmarks.speed.station [--quick] [--model M.onnx] [--rounds R]
+[--parts N]``. Without ``--model`` a tiny model is trained and exported first (about a minute).
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import shutil
@@ -37,12 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._report import table, write_section
+from benchmarks.harness import ROOT, parser, table, write_section
 from inspector.runtime.mqtt import LinkStatus
 from inspector.runtime.station import Station
 from inspector.runtime.station_config import StationConfig, apply_overrides, load_station_config
 
-REPO = Path(__file__).resolve().parent.parent
 TRAIN_CONFIG = (
     "n_envs: 1\nn_steps: 128\nbatch_size: 64\nn_epochs: 1\nfinal_eval_episodes: 0\nteacher: none\n"  # noqa: E501
 )
@@ -82,7 +80,7 @@ def build_model(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "train.yaml").write_text(TRAIN_CONFIG)
     run, onnx = folder / "run", folder / "run" / "model.onnx"
-    profile = REPO / "reward_profiles" / "lcd_panel.yaml"
+    profile = ROOT / "reward_profiles" / "lcd_panel.yaml"
     args = ["train", "--profile", str(profile), "--camera", "synthetic", "--param", "size=128",
             "--timesteps", "256", "--out", str(run), "--config", str(folder / "train.yaml"),
             "--no-progress"]  # fmt: skip
@@ -218,8 +216,7 @@ def paired_cost(arm: Arm, base: Arm) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="5 rounds of 60 parts per configuration")
+    ap = parser(__doc__, quick="5 rounds of 60 parts per configuration")
     ap.add_argument("--rounds", type=int, help="rounds (default 15)")
     ap.add_argument("--parts", type=int, help="parts per configuration and round (default 100)")
     ap.add_argument("--model", help="an exported .onnx (default: train a tiny one)")
@@ -237,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         base = (
             f"camera: {{driver: synthetic, params: {{size: 512, seed: 3}}}}\n"
             f"model: {{path: '{model}', backend: onnxruntime-cpu}}\n"
-            f"profile: '{REPO / 'reward_profiles' / 'lcd_panel.yaml'}'\n"
+            f"profile: '{ROOT / 'reward_profiles' / 'lcd_panel.yaml'}'\n"
             f"mqtt: {{host: 127.0.0.1, port: {port}}}\nstatus_interval: 1000\n"
         )
         fs = fsync_ms(work)
@@ -319,10 +316,12 @@ def main(argv: list[str] | None = None) -> int:
         f"store, whose writer thread then dominates the CPU.\n"
     )
     print(body)
-    cmd = "python -m benchmarks.station" + (" --quick" if args.quick else "")
+    cmd = "python -m benchmarks.speed.station" + (" --quick" if args.quick else "")
     if args.model:
         cmd += " --model MODEL.onnx (built like build_model())"
-    write_section("station", "Station: parts/s and part latency end to end", body, command=cmd)
+    if not args.no_write:
+        title = "Station: parts/s and part latency end to end"
+        write_section("station", title, body, command=cmd, doc=args.doc)
     return 0
 
 
