@@ -1,4 +1,4 @@
-"""benchmarks/station.py runs end to end at a tiny size (figures are never asserted)."""
+"""benchmarks.speed.station runs end to end at a tiny size (figures are never asserted)."""
 
 from __future__ import annotations
 

@@ -271,7 +271,8 @@ def variant_profile(memory: int, out: Path) -> str:
     doc["scan"]["memory"] = int(memory)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
-        f"# {Path(PROFILE).name} with scan.memory {memory} (benchmarks/quality_magnetic_tile.py)\n"
+        f"# {Path(PROFILE).name} with scan.memory {memory}"
+        " (benchmarks.studies.quality_magnetic_tile)\n"
         + yaml.safe_dump(doc, sort_keys=False)
     )
     load_profile(str(out))  # fail here, not after the first chunk
