@@ -272,8 +272,7 @@ def variant_profile(memory: int, out: Path) -> str:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
         f"# {Path(PROFILE).name} with scan.memory {memory}"
-        " (benchmarks.studies.quality_magnetic_tile)\n"
-        + yaml.safe_dump(doc, sort_keys=False)
+        " (benchmarks.studies.quality_magnetic_tile)\n" + yaml.safe_dump(doc, sort_keys=False)
     )
     load_profile(str(out))  # fail here, not after the first chunk
     return str(out)
