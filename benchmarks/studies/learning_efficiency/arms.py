@@ -63,6 +63,90 @@ def arm_setup(arm: str):
     return prof, hybrid, False
 
 
+def arm_config(
+    arm: str,
+    bc_samples: int | None = None,
+    fine_cnn: bool = False,
+    balanced_verdict: bool = False,
+    critic_warmup: int = 0,
+    weights: tuple[float, float, float] | None = None,
+    memory: int = 0,
+    evidence: bool = False,
+    all_levels: bool = False,
+    overview_evidence: bool = False,
+):
+    """(profile, HybridPPO kwargs, plain SB3 PPO?, TrainConfig) of an arm with the options
+    of :func:`run_one` (those of the full stack change arm (e) only)."""
+    from inspector.train.config import TrainConfig
+
+    prof, hybrid, plain = arm_setup(arm)
+    if memory:
+        prof = dataclasses.replace(prof, scan=dataclasses.replace(prof.scan, memory=memory))
+    if weights is not None and arm == "e":
+        hybrid = {**hybrid, "w_rl": weights[0], "w_sl": weights[1], "w_kd": weights[2]}
+    cfg = TrainConfig()
+    if bc_samples is not None:
+        cfg = cfg.replace(bc_samples=bc_samples)
+    if fine_cnn:
+        cfg = cfg.replace(cnn_fine=True)
+    if evidence or overview_evidence:  # TrainConfig refuses the overview without the head
+        cfg = cfg.replace(glimpse_evidence=evidence, overview_evidence=overview_evidence)
+    if all_levels:
+        cfg = cfg.replace(perception_levels="all")
+    if balanced_verdict:
+        cfg = cfg.replace(verdict_balance=True, verdict_stop_weight=BALANCED_STOP_WEIGHT)
+    if hybrid.get("w_sl", 0) > 0:
+        hybrid = {
+            **hybrid,
+            "verdict_balance": cfg.verdict_balance,
+            "verdict_stop_weight": cfg.verdict_stop_weight,
+            "critic_warmup": int(critic_warmup),
+        }
+    return prof, hybrid, plain, cfg
+
+
+def arm_model(prof, hybrid: dict, plain: bool, cfg, seed: int, n_envs: int):
+    """The arm's learner on ``n_envs`` synthetic cameras of the task in use: plain SB3 PPO,
+    or HybridPPO with the RRM rollout buffer."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from inspector.env import InspectionEnv
+    from inspector.rrm.buffer import RRMRolloutBuffer
+    from inspector.scan import ACTIONS
+    from inspector.train.hybrid import HybridPPO
+    from inspector.train.runner import ppo_kwargs
+
+    teacher = hybrid.get("teacher") == "scripted"
+
+    def make(i):
+        def thunk():
+            from stable_baselines3.common.monitor import Monitor
+
+            e = InspectionEnv(
+                prof, "synthetic", {**current().camera, "seed": seed}, teacher=teacher
+            )
+            e.reset(seed=seed * 100 + i)
+            return Monitor(e)
+
+        return thunk
+
+    env = DummyVecEnv([make(i) for i in range(n_envs)])
+    common = ppo_kwargs(cfg.replace(seed=seed), len(prof.classes))
+    if plain:
+        model = PPO("MultiInputPolicy", env, **common)
+    else:
+        model = HybridPPO(
+            "MultiInputPolicy",
+            env,
+            rollout_buffer_class=RRMRolloutBuffer,
+            rollout_buffer_kwargs={"rrm": prof.rrm, "n_move_actions": len(ACTIONS), "seed": seed},
+            **hybrid,
+            **common,
+        )
+    return model
+
+
 def run_one(
     arm: str,
     seed: int,
@@ -97,70 +181,18 @@ def run_one(
         evaluation parts at that bias (:func:`calibrated_eval`); 0: raw verdicts only.
     """
     import torch
-    from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from inspector.env import InspectionEnv
-    from inspector.rrm.buffer import RRMRolloutBuffer
     from inspector.runtime.torch_backend import TorchPolicy, meta_for_model
-    from inspector.scan import ACTIONS
-    from inspector.train.config import TrainConfig
     from inspector.train.evaluate import metrics, run_parts
-    from inspector.train.hybrid import HybridPPO
-    from inspector.train.runner import ppo_kwargs, pretrain, pretrain_perception
+    from inspector.train.runner import pretrain, pretrain_perception
 
     torch.set_num_threads(1)
-    prof, hybrid, plain = arm_setup(arm)
-    if memory:
-        prof = dataclasses.replace(prof, scan=dataclasses.replace(prof.scan, memory=memory))
-    if weights is not None and arm == "e":
-        hybrid = {**hybrid, "w_rl": weights[0], "w_sl": weights[1], "w_kd": weights[2]}
-    cfg = TrainConfig()
-    if bc_samples is not None:
-        cfg = cfg.replace(bc_samples=bc_samples)
-    if fine_cnn:
-        cfg = cfg.replace(cnn_fine=True)
-    if evidence or overview_evidence:  # TrainConfig refuses the overview without the head
-        cfg = cfg.replace(glimpse_evidence=evidence, overview_evidence=overview_evidence)
-    if all_levels:
-        cfg = cfg.replace(perception_levels="all")
-    if balanced_verdict:
-        cfg = cfg.replace(verdict_balance=True, verdict_stop_weight=BALANCED_STOP_WEIGHT)
-    if hybrid.get("w_sl", 0) > 0:
-        hybrid = {
-            **hybrid,
-            "verdict_balance": cfg.verdict_balance,
-            "verdict_stop_weight": cfg.verdict_stop_weight,
-            "critic_warmup": int(critic_warmup),
-        }
-    teacher = hybrid.get("teacher") == "scripted"
-
-    def make(i):
-        def thunk():
-            from stable_baselines3.common.monitor import Monitor
-
-            e = InspectionEnv(
-                prof, "synthetic", {**current().camera, "seed": seed}, teacher=teacher
-            )
-            e.reset(seed=seed * 100 + i)
-            return Monitor(e)
-
-        return thunk
-
-    env = DummyVecEnv([make(i) for i in range(n_envs)])
-    common = ppo_kwargs(cfg.replace(seed=seed), len(prof.classes))
-    if plain:
-        model = PPO("MultiInputPolicy", env, **common)
-    else:
-        model = HybridPPO(
-            "MultiInputPolicy",
-            env,
-            rollout_buffer_class=RRMRolloutBuffer,
-            rollout_buffer_kwargs={"rrm": prof.rrm, "n_move_actions": len(ACTIONS), "seed": seed},
-            **hybrid,
-            **common,
-        )
+    prof, hybrid, plain, cfg = arm_config(
+        arm, bc_samples, fine_cnn, balanced_verdict, critic_warmup, weights, memory, evidence,
+        all_levels, overview_evidence,
+    )  # fmt: skip
+    model = arm_model(prof, hybrid, plain, cfg, seed, n_envs)
     meta = meta_for_model(model, prof)
     curve = []
     # The full stack pretrains its perception and clones the scripted teacher first

@@ -22,26 +22,20 @@ from benchmarks.studies.quality_magnetic_tile.tables import (
     seeds_table,
 )
 
+NAMES = {
+    "agent": "agent (HybridPPO, scripted teacher)",
+    "tiling": "exhaustive tiling, 32x32 native",
+    "fullframe": f"full-frame CNN, {FULL_SIZE}x{FULL_SIZE}",
+}
 
-def report(
-    results: dict[str, dict],
-    mode: str,
-    classes: Sequence[str],
-    ok_class: str,
-    threads: int = 1,
-    by_seed: dict[str, dict[int, dict]] | None = None,
-    op_by_seed: dict[str, dict[int, dict]] | None = None,
-    out_dir: Path | None = None,
-) -> str:
-    """The markdown section: the table, the goals, the agent's diagnosis.
 
-    :param by_seed: test metrics of every saved run of the same budget, by results key and
-        seed (:func:`results_by_seed`); methods run with more than one seed get a table of
-        their own.
-    :param op_by_seed: the same for the saved operating points (``field="operating_point"``).
-    :param out_dir: where the results are saved: runs at other budgets get their own
-        table (:func:`budgets_table`).
-    """
+def name_of(key: str) -> str:
+    """Table words for a results key."""
+    return NAMES.get(key) or agent_name(key)
+
+
+def main_table(results: dict[str, dict], classes: Sequence[str], ok_class: str) -> str:
+    """The table of every method's test figures (agents first)."""
     defects = [c for c in classes if c != ok_class]
     header = [
         "method",
@@ -54,21 +48,15 @@ def report(
         "mean steps",
         "native share",
     ]
-    names = {
-        "agent": "agent (HybridPPO, scripted teacher)",
-        "tiling": "exhaustive tiling, 32x32 native",
-        "fullframe": f"full-frame CNN, {FULL_SIZE}x{FULL_SIZE}",
-    }
-    keys = ordered_keys(results)
     rows = []
-    for meth in keys:
+    for meth in ordered_keys(results):
         r = results[meth]
         m = r["test"]
         rec = m["per_class_recall"]
         agent = meth.startswith("agent")
         rows.append(
             [
-                names.get(meth) or agent_name(meth),
+                name_of(meth),
                 f"{r['budget_s']:.0f} / {r['spent_s']:.0f}",
                 fmt(m["balanced_accuracy"]),
                 fmt(m["defect_recall"]),
@@ -79,7 +67,12 @@ def report(
                 fmt(m["native_share"], 2) if agent else "—",
             ]
         )
-    body = table(header, rows)
+    return table(header, rows)
+
+
+def method_notes(results: dict[str, dict], mode: str, threads: int) -> list[str]:
+    """The notes under the table: the protocol, pixel fractions, variants, baselines."""
+    keys = ordered_keys(results)
     n_test = next(iter(results.values()))["test"]["episodes"] if results else 0
     notes = [
         "",
@@ -127,13 +120,19 @@ def report(
             f"Full-frame: {full['fit']['samples_seen']:,} frames seen in training"
             f" (best on val at {full['fit']['best_at_s']:.0f} s)."
         )
+    return notes
+
+
+def goal_notes(results: dict[str, dict]) -> list[str]:
+    """Which goals each method meets (pixels against tiling's for the agents)."""
+    tiling = results.get("tiling")
     goal_lines = [
         "",
         f"Goals (test): defect recall >= {GOALS['defect_recall']} with false-alarm rate <="
         f" {GOALS['false_alarm_rate']}, balanced accuracy >= {GOALS['balanced_accuracy']}, at"
         f" <= {GOAL_PIXELS:.0%} of the tiling baseline's pixels.",
     ]
-    for meth in keys:
+    for meth in ordered_keys(results):
         r = results[meth]
         g = goals_met(r["test"])
         parts = [f"{k} {'met' if v else 'MISSED'}" for k, v in g.items()]
@@ -149,7 +148,14 @@ def report(
                 verdict = "under the cap, but hollow while the quality goals are missed"
             parts.append(f"pixels {rel:.2%} of tiling's ({verdict})")
         goal_lines.append(f"- {meth}: " + ", ".join(parts))
-    for key in (k for k in keys if k.startswith("agent")):
+    return goal_lines
+
+
+def diagnosis(results: dict[str, dict]) -> list[str]:
+    """Each agent's diagnosis: its steps and pretraining, the kept chunk, its search on
+    test, its val curve and its test confusion."""
+    lines: list[str] = []
+    for key in (k for k in ordered_keys(results) if k.startswith("agent")):
         agent = results[key]
         m = agent["test"]
         curve = ", ".join(
@@ -170,9 +176,9 @@ def report(
             bc_note = f" after perception pretraining on {pp:,} {where} crops{frozen} and" + (
                 bc_note.removeprefix(" after") or " no cloning"
             )
-        goal_lines += [
+        lines += [
             "",
-            f"Agent diagnosis ({names.get(key) or agent_name(key)}):"
+            f"Agent diagnosis ({name_of(key)}):"
             f" {agent['steps']:,} env steps{bc_note}, in"
             f" {agent['train_s']:.0f} s of training ({agent['steps_per_s']:.0f} steps/s including"
             " the pretraining), kept chunk: val balanced accuracy"
@@ -190,10 +196,36 @@ def report(
             f"Test confusion (rows truth, columns verdict, order {', '.join(m['classes'])}):"
             f" {conf_rows}.",
         ]
-    seeds = seeds_table(by_seed or {}, names)
-    ops = operating_table(op_by_seed or {}, names)
+    return lines
+
+
+def report(
+    results: dict[str, dict],
+    mode: str,
+    classes: Sequence[str],
+    ok_class: str,
+    threads: int = 1,
+    by_seed: dict[str, dict[int, dict]] | None = None,
+    op_by_seed: dict[str, dict[int, dict]] | None = None,
+    out_dir: Path | None = None,
+) -> str:
+    """The markdown section: the table, the goals, the agent's diagnosis.
+
+    :param by_seed: test metrics of every saved run of the same budget, by results key and
+        seed (:func:`results_by_seed`); methods run with more than one seed get a table of
+        their own.
+    :param op_by_seed: the same for the saved operating points (``field="operating_point"``).
+    :param out_dir: where the results are saved: runs at other budgets get their own
+        table (:func:`budgets_table`).
+    """
+    tiling = results.get("tiling")
+    seeds = seeds_table(by_seed or {}, NAMES)
+    ops = operating_table(op_by_seed or {}, NAMES)
     budget_s = next(iter(results.values()))["budget_s"] if results else None
-    others = budgets_table(out_dir, budget_s, names) if out_dir and budget_s else ""
+    others = budgets_table(out_dir, budget_s, NAMES) if out_dir and budget_s else ""
     tiling_px = tiling["test"]["pixel_fraction"] if tiling else None
-    ens = ensembles_table(out_dir / "ensembles", names, tiling_px) if out_dir else ""
-    return body + "\n".join(notes + goal_lines) + "\n" + seeds + ops + others + ens
+    ens = ensembles_table(out_dir / "ensembles", NAMES, tiling_px) if out_dir else ""
+    text = "\n".join(
+        method_notes(results, mode, threads) + goal_notes(results) + diagnosis(results)
+    )
+    return main_table(results, classes, ok_class) + text + "\n" + seeds + ops + others + ens
