@@ -38,6 +38,11 @@ HEADER = (
     "# Benchmarks\n\n"
     "Every figure below was measured by the script and command named in its section, "
     "on the machine named there; ratios are against a baseline measured in the same run.\n"
+    "\n"
+    "The studies (`benchmarks.studies.*`) save their results under benchmarks/results/, each "
+    "file carrying the configuration that produced it; their sections regenerate from "
+    "those files with the section's command plus `--report-only` (nothing is trained, "
+    "and the section keeps its Measured line).\n"
 )
 
 
