@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import ROOT
+from benchmarks.harness import ROOT, write_json
 from benchmarks.studies.quality_magnetic_tile.data import camera_params
 from benchmarks.studies.quality_magnetic_tile.operating import (
     load_agent,
@@ -49,6 +49,22 @@ def _better(entry: dict[str, Any], best: dict[str, Any], select: str) -> bool:
         return (-1.0 if v is None else float(v), float(e["balanced_accuracy"]))
 
     return key(entry) > key(best)
+
+
+def next_chunk(
+    state: dict[str, Any], budget_s: float, chunk: int, first_chunk: int, rollout: int
+) -> int:
+    """Env steps of the next chunk: what the rest of the budget allows at the rate so far,
+    less one val pass, in whole rollouts (at most ``chunk``; the first ``first_chunk``);
+    0 when not one rollout fits."""
+    remaining = budget_s - state["spent_s"]
+    if state["steps"]:
+        rate = state["steps"] / max(1e-6, state["train_s"])
+        eval_s = np.mean([h["val_s"] for h in state["history"]])
+        want = min(chunk, int((remaining - eval_s) * rate) // rollout * rollout)
+    else:
+        want = max(rollout, first_chunk // rollout * rollout)
+    return 0 if want < rollout or remaining <= 0 else int(want)
 
 
 def run_agent(
@@ -89,14 +105,8 @@ def run_agent(
     )
     best_dir = run_dir / "best"
     while True:
-        remaining = budget_s - state["spent_s"]
-        if state["steps"]:
-            rate = state["steps"] / max(1e-6, state["train_s"])
-            eval_s = np.mean([h["val_s"] for h in state["history"]])
-            want = min(chunk, int((remaining - eval_s) * rate) // rollout * rollout)
-        else:
-            want = max(rollout, first_chunk // rollout * rollout)
-        if want < rollout or remaining <= 0:
+        want = next_chunk(state, budget_s, chunk, first_chunk, rollout)
+        if not want:
             break
         t0 = time.perf_counter()
         res = train_run(
@@ -132,9 +142,7 @@ def run_agent(
             for name in ("model.zip", "profile.yaml", "profile.sha256", "config.yaml"):
                 shutil.copyfile(run_dir / "run" / name, best_dir / name)
             state["best"] = entry
-        tmp = state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(state_path)
+        write_json(state_path, state)
         print(
             f"  agent: {res.timesteps} steps, {state['spent_s']:.0f}/{budget_s:.0f} s, val "
             f"bal.acc {m['balanced_accuracy']:.3f}, mean steps {m['mean_steps']:.1f}, "

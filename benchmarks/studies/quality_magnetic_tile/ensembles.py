@@ -89,6 +89,47 @@ def _goals_cell(at: dict[str, Any], pixels: float, tiling_pixels: float | None) 
     return "missed: " + ", ".join(missed) if missed else "met"
 
 
+def ensemble_row(r: dict[str, Any], goals: str) -> list[str]:
+    """One ensemble's row: its figures at the operating point and as combined, and each
+    member's alone."""
+    op, m = r["operating_point"], r["test"]
+    at = op.get("test") or {}
+    each = "; ".join(
+        f"{s}: {fmt(a['auroc_test'])} / {fmt((a['test'] or {}).get('defect_recall'), 2)}"
+        f" / {fmt((a['test'] or {}).get('false_alarm_rate'), 2)}"
+        for s, a in zip(r["seeds"], r["members"])
+    )
+    return [
+        ",".join(str(s) for s in r["seeds"]),
+        f"{len(r['seeds'])} x {r['budget_s'] / 60:g} / {r['spent_s'] / 60:.0f}",
+        fmt(op.get("auroc_test")),
+        f"{fmt(at.get('defect_recall'), 2)} / {fmt(at.get('false_alarm_rate'), 2)}",
+        fmt(at.get("balanced_accuracy")),
+        f"{fmt(m['balanced_accuracy'])} / {fmt(m['defect_recall'], 2)}"
+        f" / {fmt(m['false_alarm_rate'], 2)}",
+        fmt(m["pixel_fraction"], 4),
+        goals,
+        each,
+    ]
+
+
+def summary_row(size: int, budget: float, ops: list[tuple[dict, str]]) -> list[str]:
+    """The medians of the ensembles of one size and budget, and how many meet the goals."""
+
+    def med(get: Callable[[dict], Any]) -> str:
+        return median_text([get(op) for op, _ in ops])
+
+    return [
+        f"{size} x {budget / 60:g}",
+        str(len(ops)),
+        med(lambda op: op.get("auroc_test")),
+        med(lambda op: (op.get("test") or {}).get("defect_recall")),
+        med(lambda op: (op.get("test") or {}).get("false_alarm_rate")),
+        med(lambda op: (op.get("test") or {}).get("balanced_accuracy")),
+        f"{sum(g == 'met' for _, g in ops)} / {len(ops)}",
+    ]
+
+
 def ensembles_table(
     ens_dir: Path, names: dict[str, str], tiling_pixels: float | None = None
 ) -> str:
@@ -117,46 +158,13 @@ def ensembles_table(
     for key in dict.fromkeys(r["key"] for r in saved):
         rows = []
         for r in (r for r in saved if r["key"] == key):
-            op, m = r["operating_point"], r["test"]
-            at = op.get("test") or {}
-            goals = _goals_cell(at, m["pixel_fraction"], tiling_pixels)
+            op = r["operating_point"]
+            goals = _goals_cell(op.get("test") or {}, r["test"]["pixel_fraction"], tiling_pixels)
             groups.setdefault((key, r["budget_s"], len(r["seeds"])), []).append((op, goals))
-            each = "; ".join(
-                f"{s}: {fmt(a['auroc_test'])} / {fmt((a['test'] or {}).get('defect_recall'), 2)}"
-                f" / {fmt((a['test'] or {}).get('false_alarm_rate'), 2)}"
-                for s, a in zip(r["seeds"], r["members"])
-            )
-            rows.append(
-                [
-                    ",".join(str(s) for s in r["seeds"]),
-                    f"{len(r['seeds'])} x {r['budget_s'] / 60:g} / {r['spent_s'] / 60:.0f}",
-                    fmt(op.get("auroc_test")),
-                    f"{fmt(at.get('defect_recall'), 2)} / {fmt(at.get('false_alarm_rate'), 2)}",
-                    fmt(at.get("balanced_accuracy")),
-                    f"{fmt(m['balanced_accuracy'])} / {fmt(m['defect_recall'], 2)}"
-                    f" / {fmt(m['false_alarm_rate'], 2)}",
-                    fmt(m["pixel_fraction"], 4),
-                    goals,
-                    each,
-                ]
-            )
+            rows.append(ensemble_row(r, goals))
         tables.append(f"Members: {names.get(key) or agent_name(key)}.\n\n" + table(header, rows))
 
-    def med(ops: list, get: Callable[[dict], Any]) -> str:
-        return median_text([get(op) for op, _ in ops])
-
-    summary = [
-        [
-            f"{size} x {budget / 60:g}",
-            str(len(ops)),
-            med(ops, lambda op: op.get("auroc_test")),
-            med(ops, lambda op: (op.get("test") or {}).get("defect_recall")),
-            med(ops, lambda op: (op.get("test") or {}).get("false_alarm_rate")),
-            med(ops, lambda op: (op.get("test") or {}).get("balanced_accuracy")),
-            f"{sum(g == 'met' for _, g in ops)} / {len(ops)}",
-        ]
-        for (_, budget, size), ops in groups.items()
-    ]
+    summary = [summary_row(size, budget, ops) for (_, budget, size), ops in groups.items()]
     conf = np.asarray(saved[0]["test"]["confusion"])  # rows: truth, the ok class first
     n_good, n_bad = int(conf[0].sum()), int(conf[1:].sum())
     return (
