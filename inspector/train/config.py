@@ -110,6 +110,11 @@ class TrainConfig:
         ``max_false_alarms``, ``min_recall``, or ``none`` (no operating point; the bare
         default, the presets set ``balanced``).
     :param operating_target: the false-alarm ceiling or recall floor of that objective.
+    :param distill_timesteps: with ``train --members K``, the student's environment steps
+        of distillation from the members' ensemble; 0 = half a member's timesteps.
+    :param distill_w_kd: with ``train --members K``, the student's weight of the KL term
+        whose teacher is the ensemble (``w_kd`` of the student; see
+        ``inspector.train.members``).
     """
 
     n_envs: int = 4
@@ -160,6 +165,8 @@ class TrainConfig:
     select_metric: str = "balanced_accuracy"
     operating_point: str = "none"
     operating_target: float | None = None
+    distill_timesteps: int = 0
+    distill_w_kd: float = 1.0
 
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
@@ -170,10 +177,10 @@ class TrainConfig:
             raise ValueError(f"vec_env must be 'subproc' or 'dummy', got {self.vec_env!r}")
         if not 0.0 < self.gamma <= 1.0:
             raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
-        for name in ("w_rl", "w_sl", "w_kd", "learning_rate", "lr_floor"):
+        for name in ("w_rl", "w_sl", "w_kd", "learning_rate", "lr_floor", "distill_w_kd"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
-        for name in ("bc_samples", "perception_samples", "critic_warmup"):
+        for name in ("bc_samples", "perception_samples", "critic_warmup", "distill_timesteps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.perception_levels not in PERCEPTION_LEVELS:
