@@ -301,3 +301,47 @@ def test_learning_efficiency_notes_a_longer_sparse_run_against_the_full_stack(tm
     assert "reached 90% at 131,072 steps" in notes[1] and ": 8.0x" in notes[1]
     assert "best 0.560" in notes[0]
     assert le.long_baseline_notes(tmp_path, 32768, 0.9, None)[0].endswith("0.00).")
+
+
+def test_members_cost_records_a_finished_run_and_renders_its_rows(tmp_path, monkeypatch):
+    import json
+
+    import benchmarks.members_cost as mc
+
+    monkeypatch.setattr(mc, "RESULTS", tmp_path / "results")
+    run = tmp_path / "run"
+    rows = []
+    for name, cpu in (("m0", 60.0), ("m1", 90.0), ("ensemble", 3.0), ("student", 30.0)):
+        d = run / ("members/" + name if name.startswith("m") else name)
+        d.mkdir(parents=True)
+        (d / "cost.json").write_text(json.dumps({"cpu_s": cpu}))
+        rows.append(
+            {
+                "name": name,
+                "path": str(d),
+                "balanced_accuracy": 0.5,
+                "cpu_min": 1.0,
+                "cpu_min_to_deployable": 2.5,
+                "defect_recall": None,
+            }
+        )
+    (run / "members" / "m0" / "member.json").write_text(
+        json.dumps(
+            {
+                "profile": "/x/magnetic_tile.yaml",
+                "camera": "folder",
+                "params": {"split": "train"},
+                "config": {"seed": 0, "perception_samples": 8000, "n_envs": 4},
+            }
+        )
+    )
+    asked = {"members": 2, "timesteps": 100, "distill_timesteps": 50, "seed": 0}
+    (run / "members.json").write_text(json.dumps({"asked": asked, "status": "student"}))
+    with pytest.raises(SystemExit, match="not finished"):
+        mc.record(run, "x")
+    (run / "members.json").write_text(json.dumps({"asked": asked, "status": "done", "rows": rows}))
+    res = mc.record(run, "x")
+    assert res["config"] == {"perception_samples": 8000}
+    assert "--members 2 --distill-timesteps 50" in res["command"]
+    text = mc.report([res])
+    assert "| student | 0.500 | - |" in text and "CPU-min to deployable" in text
