@@ -43,7 +43,7 @@ def config_changes(config: dict) -> dict:
     return {k: v for k, v in config.items() if k in base and base[k] != v and k != "seed"}
 
 
-def record(run: Path, label: str) -> dict:
+def record(run: Path, label: str, note: str = "") -> dict:
     """The saved result of a finished ``--members`` run.
 
     :raises SystemExit: the run did not finish.
@@ -67,6 +67,7 @@ def record(run: Path, label: str) -> dict:
             costs[r["name"]] = json.loads(path.read_text())
     result = {
         "label": label,
+        "note": note,
         "command": command,
         "config": config_changes(spec["config"]),
         "asked": asked,
@@ -113,6 +114,7 @@ def report(results: list[dict]) -> str:
             f"### {res['label']}: {asked['members']} members of {asked['timesteps']:,}"
             f" steps, student {asked['distill_timesteps']:,} steps, seed {asked['seed']}\n\n"
             f"`{res['command']}` with CONFIG = `{json.dumps(res['config'])}`\n\n"
+            + (f"{res['note']}\n\n" if res.get("note") else "")
             + table(
                 [
                     "model",
@@ -136,12 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     rec = sub.add_parser("record", help="save a finished run's rows and rewrite the section")
     rec.add_argument("run", type=Path)
     rec.add_argument("--label", required=True)
+    rec.add_argument("--note", default="", help="what the run shows (printed above its table)")
     rec.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks.md")
     rep = sub.add_parser("report", help="rewrite the section from the saved results")
     rep.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     if args.verb == "record":
-        record(args.run, args.label)
+        record(args.run, args.label, args.note)
     results = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
     body = report(results)
     print(body)
