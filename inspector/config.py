@@ -64,6 +64,15 @@ def _from_node(cls: type[T], node: yaml.Node, file: str, path: str, error: type)
             kwargs[key] = _from_node(sub, vnode, file, kpath, error)
             continue
         value = loader.construct_object(vnode, deep=True)
+        if sub is not None and not (value is None and type(None) in typing.get_args(hint_t)):
+            # A section must be a mapping (null only where the section is optional).
+            raise error(
+                f"{key}: expected a mapping of settings, got {_kind(value)}",
+                file=file,
+                line=vline,
+                column=vcol,
+                path=kpath,
+            )
         try:
             if isinstance(value, float) and not math.isfinite(value):
                 raise ValueError(f"{key}: expected a finite number, got {value!r}")
@@ -83,6 +92,14 @@ def _from_node(cls: type[T], node: yaml.Node, file: str, path: str, error: type)
             line, col = _mark(node)
             raise error(str(exc), file=file, line=line, column=col, path=path or None) from None
     return obj
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {str(value)[:40]!r}"
 
 
 def _dataclass_in(hint: Any) -> type | None:

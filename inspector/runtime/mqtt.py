@@ -176,6 +176,10 @@ class MqttConfig:
         """
         if not self.station or any(c in self.station for c in "+#/"):
             raise StationError(f"mqtt: station id {self.station!r} must be non-empty without + # /")
+        if not 1024 <= int(self.max_payload) <= 268_435_455:
+            raise StationError(
+                f"mqtt.max_payload must be 1024 to 268435455 bytes, got {self.max_payload}"
+            )
         if any(c in self.topic_prefix for c in "+#") or not self.topic_prefix:
             raise StationError(f"mqtt.prefix {self.topic_prefix!r} must not contain + or #")
         if str(self.protocol) not in _PROTOCOLS:

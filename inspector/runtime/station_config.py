@@ -25,6 +25,18 @@ BACKENDS = ("auto", "onnxruntime", "onnxruntime-cpu", "tensorrt")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 #: The longest station id (it names topics, the client id and every result).
 MAX_STATION_ID = 128
 
@@ -146,6 +158,9 @@ class MqttSection:
     :param window: results published and not yet acknowledged, at most.
     :param reconnect_min_delay: first reconnect back-off in seconds.
     :param reconnect_max_delay: back-off ceiling in seconds.
+    :param max_payload: the largest result published (bytes); a larger one goes to the
+        outbox's dead-letter table instead of blocking the results after it. Set it at or
+        below the broker's packet limit (MQTT 5 learns the broker's own limit).
     """
 
     enabled: bool = True
@@ -162,6 +177,7 @@ class MqttSection:
     window: int = 32
     reconnect_min_delay: float = 1.0
     reconnect_max_delay: float = 30.0
+    max_payload: int = 128 * 1024
 
     def validate(self) -> None:
         """:raises ValueError: what :meth:`MqttConfig.check` finds (files, ports, protocol)."""
@@ -185,6 +201,7 @@ class MqttSection:
             protocol=str(self.protocol), triggers=triggers, window=int(self.window),
             reconnect_min_delay=float(self.reconnect_min_delay),
             reconnect_max_delay=float(self.reconnect_max_delay),
+            max_payload=int(self.max_payload),
         )  # fmt: skip
 
 
@@ -286,7 +303,9 @@ class StationConfig:
     :param results_jsonl: also append every result as one JSON line to this file (none: off).
     :param footage: the footage store.
     :param metrics_port: Prometheus endpoint port (0: off).
-    :param metrics_host: address the Prometheus endpoint listens on.
+    :param metrics_host: address the Prometheus endpoint listens on; loopback only (the
+        endpoint has no credentials: scrape it through an authenticating proxy or a
+        sidecar on the same host).
     :param log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR`` (``--log-level`` wins).
     :param status_interval: seconds between status lines (stderr) and status messages.
     """
@@ -319,6 +338,12 @@ class StationConfig:
             raise ValueError("trigger.mode mqtt needs mqtt.enabled (triggers arrive over MQTT)")
         if not 0 <= self.metrics_port < 65536:
             raise ValueError(f"metrics_port must be 0 (off) or a TCP port, got {self.metrics_port}")
+        if self.metrics_port and not _is_loopback(self.metrics_host):
+            raise ValueError(
+                f"metrics_host {self.metrics_host!r} is not a loopback address: the metrics "
+                "endpoint has no credentials, so it listens on this machine only (scrape it "
+                "through an authenticating proxy or a sidecar)"
+            )
         if str(self.log_level).upper() not in _LOG_LEVELS:
             raise ValueError(
                 f"log_level must be one of {', '.join(_LOG_LEVELS)}, got {self.log_level!r}"

@@ -210,6 +210,8 @@ def test_a_full_disk_stops_the_station_non_zero_and_names_the_lost_results(stati
     [
         ("station_id: a\nstation_id: b\n", "duplicate key"),
         ("station_id: [a, b]\n", "expected one value"),
+        ("station_id: a\nmetrics_port: 9100\nmetrics_host: 0.0.0.0\n", "not a loopback"),
+        ("station_id: a\nmqtt:\n  max_payload: 10\n", "max_payload"),
         ('station_id: "line\\n1"\n', "station_id"),
         ('station_id: "a\\u0000b"\n', "station_id"),
         ("station_id: " + "x" * 300 + "\n", "station_id"),
