@@ -71,6 +71,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=20.0,
         help="share held out by hash when the store is new (default 20; fixed afterwards)",
     )
+    imp.add_argument(
+        "--max-pixels",
+        type=positive_int,
+        help="refuse images whose header states more pixels than this (default 100,000,000 "
+        "or INSPECTOR_MAX_IMAGE_PIXELS); checked before anything is decoded",
+    )
     imp.add_argument("--json", type=Path, help="write the import report as JSON here")
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
     imp.set_defaults(func=cmd_import)
@@ -142,6 +148,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             images_root=args.images,
             label_map=_label_map(args.label_map),
             progress=not args.no_progress,
+            max_pixels=args.max_pixels,
         )
         total = len(store)
     for f, why in report.skipped[:50]:
