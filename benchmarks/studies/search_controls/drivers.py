@@ -12,7 +12,10 @@ the same scanner code as the agent's:
 * ``raster``: native glimpses in a fixed order, first the non-overlapping tiling of
   the frame row by row (the first ``n_tiles`` of them are exhaustive tiling), then the
   half-stride positions between tiles;
-* ``random``: native glimpses at uniformly random positions, seeded per part.
+* ``random``: native glimpses at uniformly random positions, seeded per part;
+* ``walk``: a fixed path through the agent's own actions (zoom in to native, to the
+  top-left corner, then a serpentine of half-viewport moves): the raster an agent
+  with this action set could follow without looking, paying its moves in glimpses.
 
 A fixed scan of k glimpses is the first k of its sequence, so one pass per part gives
 every k. The learned agent's capped runs are its own trajectory cut after b actions,
@@ -28,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-FIXED = ("raster", "random")
+FIXED = ("raster", "random", "walk")
 
 
 def raster_positions(w: int, h: int, cw: int, ch: int) -> list[tuple[float, float]]:
@@ -85,6 +88,52 @@ def fixed_scan(policy: Any, scanner: Any, image: np.ndarray, positions) -> dict:
         probs.append(policy.act(scanner.observation())[1])
         glimpses.append(len(scanner.path))
         pix.append(scanner.pixel_fraction())
+    return {
+        "probs": np.asarray(probs),
+        "glimpses": np.asarray(glimpses),
+        "pixel_fraction": np.asarray(pix),
+    }
+
+
+def _can_move(scanner: Any, action: str) -> bool:
+    """Whether ``action`` would move the viewport (no step wasted against an edge)."""
+    x0, y0, x1, y1 = scanner.rect
+    h, w = scanner.image.shape[:2]
+    return {"left": x0 > 0, "right": x1 < w, "up": y0 > 0, "down": y1 < h}[action]
+
+
+def walk_scan(policy: Any, scanner: Any, image: np.ndarray, max_actions: int) -> dict:
+    """The fixed serpentine walk through the agent's own actions (see the module doc).
+
+    :returns: as :func:`fixed_scan`, one entry per action taken (every action moves).
+    """
+    from inspector.scan import ACTIONS
+
+    obs = scanner.reset(image)
+    probs = [policy.act(obs)[1]]
+    glimpses, pix = [len(scanner.path)], [scanner.pixel_fraction()]
+
+    def take(name: str) -> bool:
+        if len(probs) > max_actions:
+            return False
+        o, _, _ = scanner.step(ACTIONS.index(name))
+        probs.append(policy.act(o)[1])
+        glimpses.append(len(scanner.path))
+        pix.append(scanner.pixel_fraction())
+        return True
+
+    while scanner.level < scanner.levels - 1 and take("zoom_in"):
+        pass
+    for corner in ("left", "up"):
+        while _can_move(scanner, corner) and take(corner):
+            pass
+    across = "right"
+    while len(probs) <= max_actions:
+        while _can_move(scanner, across) and take(across):
+            pass
+        if not (_can_move(scanner, "down") and take("down")):
+            break
+        across = "left" if across == "right" else "right"
     return {
         "probs": np.asarray(probs),
         "glimpses": np.asarray(glimpses),
@@ -172,6 +221,10 @@ def drive(
             r = fixed_scan(policy, scanner, frame.image, pos)
             for key in ("probs", "glimpses", "pixel_fraction"):
                 per[d][key].append(r[key])
+        if fixed:
+            r = walk_scan(policy, scanner, frame.image, budget - 1)
+            for key in ("probs", "glimpses", "pixel_fraction"):
+                per["walk"][key].append(r[key])
         r = agent_scan(policy, scanner, frame.image, budget)
         for key in ("probs", "glimpses", "pixel_fraction"):
             per["agent"][key].append(r[key])

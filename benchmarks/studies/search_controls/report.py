@@ -39,6 +39,8 @@ DRIVER_WORDS = {
     "raster max": "raster scan, max over its glimpses",
     "random": "random scan, k native glimpses",
     "random max": "random scan, max over its glimpses",
+    "walk": "fixed walk in the agent's actions, k actions",
+    "walk max": "fixed walk, max over its glimpses",
     "tiling": "exhaustive tiling (k tiles)",
     "tiling max": "exhaustive tiling, max over its tiles",
     "agent": "learned agent (its own stops)",
@@ -112,6 +114,8 @@ def plot_controls(mean_rows: list[dict], path: Path, title: str) -> None:
         "raster max": ("tab:blue", ":"),
         "random": ("tab:orange", "-"),
         "random max": ("tab:orange", ":"),
+        "walk": ("tab:brown", "-"),
+        "walk max": ("tab:brown", ":"),
         "agent cap": ("tab:green", "--"),
     }
     marks = {
