@@ -103,7 +103,7 @@ def test_study_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, capsys):
     assert (tmp_path / "models" / "full" / "pretrained_s0_32_32.pt").is_file()
     ev = json.loads((out / "evals" / "exp_s0_256.json").read_text())
     drivers = {r["driver"] for r in ev["rows"]}
-    assert {"overview", "raster", "random", "tiling", "agent", "agent cap"} <= drivers
+    assert {"overview", "raster", "random", "walk", "tiling", "agent", "agent cap"} <= drivers
     assert len(ev["outcome_values"]) == 5
     lone = json.loads((out / "evals" / "outcome_s0_256.json").read_text())
     assert {r["driver"] for r in lone["rows"]} == {"agent", "agent cap"}
@@ -114,3 +114,20 @@ def test_study_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, capsys):
     capsys.readouterr()
     assert main([*args, "--train-only"]) == 0  # everything saved: nothing trains again
     assert "training" not in capsys.readouterr().out
+
+
+def test_walk_uses_the_agents_actions_and_never_bumps_an_edge():
+    from benchmarks.studies.search_controls import drivers, training
+    from inspector.scan import Scanner
+
+    class Blind:  # the walk never reads the policy's move head
+        def act(self, obs):
+            return 0, np.array([1.0, 0.0, 0.0])
+
+    prof = training.profile_for("exp")
+    frame = next(drivers.synthetic_frames({**training.CAMERA, "seed": 3}, 1))
+    scanner = Scanner(prof.scan, prof.step_budget)
+    r = drivers.walk_scan(Blind(), scanner, frame.image, prof.step_budget - 1)
+    assert list(r["glimpses"]) == list(range(1, len(r["glimpses"]) + 1))  # every action moved
+    corners = {(p.x, p.y) for p in scanner.path if p.zoom == 1}
+    assert {(0.25, 0.25), (0.75, 0.25), (0.25, 0.75), (0.75, 0.75)} <= corners
