@@ -105,6 +105,10 @@ def test_study_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, capsys):
     drivers = {r["driver"] for r in ev["rows"]}
     assert {"overview", "raster", "random", "walk", "tiling", "agent", "agent cap"} <= drivers
     assert len(ev["outcome_values"]) == 5
+    assert (
+        ev["benchmark"]["config"]["kind"] == "eval"
+        and ev["benchmark"]["study"] == "search_controls"
+    )
     lone = json.loads((out / "evals" / "outcome_s0_256.json").read_text())
     assert {r["driver"] for r in lone["rows"]} == {"agent", "agent cap"}
     text = (out / "report.md").read_text()

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                 step_cost=sc,
             )
             (out / "runs").mkdir(parents=True, exist_ok=True)
-            training.write_json(out / "runs" / f"{name}.json", rec)
+            training.save_result(out / "runs" / f"{name}.json", training.run_config(rec), rec)
             last = rec["curve"][-1]
             print(
                 f"  {name}: accuracy {last['accuracy']:.3f}, glimpses {last['mean_glimpses']:.1f},"
@@ -160,9 +160,12 @@ def evaluate(s: dict, sections: tuple[str, ...], out: Path, models: Path) -> Non
     """
     from benchmarks.studies.search_controls import analysis, drivers, levers
 
+    records = _load(out / "runs", s["budget"])
     for arm, seed, sc in plan(s, sections):
         name = training.run_name(arm, seed, s["budget"], sc)
         path = out / "evals" / f"{name}.json"
+        if name not in records:  # not trained (or stopped before its record was saved)
+            continue
         fixed = "controls" in sections and arm == "exp" and sc is None and seed < s["seeds"]
         if path.is_file():
             saved = json.loads(path.read_text())
@@ -185,15 +188,20 @@ def evaluate(s: dict, sections: tuple[str, ...], out: Path, models: Path) -> Non
                 prof, test["agent"]["probs"][:, -1], test["labels"]
             )
         (out / "evals").mkdir(parents=True, exist_ok=True)
-        training.write_json(path, ev)
+        config = {**training.run_config(records[name]), "kind": "eval", "parts": s["parts"]}
+        training.save_result(path, {**config, "fixed": fixed}, ev)
 
 
 def _load(folder: Path, budget: int) -> dict[str, dict]:
-    return {
-        p.stem: json.loads(p.read_text())
-        for p in sorted(folder.glob(f"*_{budget}.json"))
-        if p.is_file()
-    }
+    """The saved results of ``budget`` in ``folder``, by run name; a training record saved
+    before results carried their configuration gets it now (written back once)."""
+    out = {}
+    for p in sorted(folder.glob(f"*_{budget}.json")):
+        data = json.loads(p.read_text())
+        if "benchmark" not in data and "curve" in data:
+            data = training.save_result(p, training.run_config(data), data)
+        out[p.stem] = data
+    return out
 
 
 def write_report(s: dict, sections, out: Path, args, argv) -> int:

@@ -217,6 +217,29 @@ def train_one(
     return record
 
 
+#: Saved results carry the configuration that produced them (the harness's convention:
+#: ``"benchmark": {"study", "schema", "config"}``), so a reader selects them by it.
+STUDY = "search_controls"
+SCHEMA = 1
+#: What identifies a run (the keys of its record that make its configuration).
+RUN_KEYS = ("arm", "seed", "budget", "step_cost", "perception_samples", "bc_samples")
+
+
+def run_config(record: dict) -> dict:
+    """The configuration of a training record (what was trained, how much)."""
+    cfg = {"kind": "run", **{k: record[k] for k in RUN_KEYS}}
+    cfg["eval_parts"] = record.get("eval_parts")
+    return cfg
+
+
+def save_result(path: Path, config: dict, result: dict) -> dict:
+    """``result`` with its configuration under ``"benchmark"``, written atomically."""
+    data = {"benchmark": {"study": STUDY, "schema": SCHEMA, "config": config}}
+    data.update({k: v for k, v in result.items() if k != "benchmark"})
+    write_json(path, data)
+    return data
+
+
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` as JSON atomically (a stopped run never leaves half a file)."""
     tmp = path.with_name(f".{path.name}.tmp")
