@@ -54,6 +54,8 @@ def score(val: tuple, test: tuple, outcome_matrix: np.ndarray, fa: float = FA_CE
         "recall_by_class": per_class,
         "auroc": defect_auroc(pt, list(defect)),
         "accuracy": float((verdicts == yt).mean()),
+        "n_defect": int(defect.sum()),
+        "n_ok": int(ok.sum()),
     }
 
 
@@ -106,6 +108,8 @@ def curves(val: dict, test: dict, outcome_matrix: np.ndarray, fa: float = FA_CEI
     stop = test["agent"]["stop"]
     agent["steps"] = float(np.mean(np.where(stop >= 0, stop + 1, at.shape[1] - 1)))
     agent["stopped"] = float(np.mean(stop >= 0))
+    g, y = test["agent"]["glimpses"][:, -1], test["labels"]
+    agent["glimpses_by_class"] = {int(c): float(g[y == c].mean()) for c in np.unique(y)}
     # Capped at b actions: the padded arrays hold the decision where it came earlier.
     for b in range(1, at.shape[1] - 1):
         rows.add("agent cap", b, av[:, b], at[:, b], test["agent"], b)
@@ -141,17 +145,28 @@ def glimpses_for(rows: list[dict], driver: str, level: float, key: str = "recall
 
 def dominance(rows: list[dict], base: str = "raster") -> dict:
     """The issue's goal for one seed: does the agent beat ``base`` at equal glimpses, or
-    match it with at most half the glimpses?"""
+    match it with at most half the glimpses?
+
+    A recall difference within two binomial standard errors of the agent's recall on
+    these test parts is called a tie (``within_noise``): 300 parts hold ~200 defective
+    ones, so one part moves recall by ~0.005.
+    """
     agent = next(r for r in rows if r["driver"] == "agent")
     at_equal = interpolate(rows, base, agent["glimpses"])
     needed = glimpses_for(rows, base, agent["recall"])
+    n, p = agent.get("n_defect"), agent["recall"]
+    noise = 2 * float(np.sqrt(max(p * (1 - p), 1.0 / n) / n)) if n else None
+    higher = at_equal is not None and p > at_equal
     return {
         "agent_glimpses": agent["glimpses"],
-        "agent_recall": agent["recall"],
+        "agent_recall": p,
         f"{base}_recall_at_equal": at_equal,
         f"{base}_glimpses_for_agent_recall": needed,
-        "higher_at_equal": at_equal is not None and agent["recall"] > at_equal,
+        "higher_at_equal": higher,
         "half_the_glimpses": needed is not None and agent["glimpses"] <= needed / 2,
+        "noise": noise,
+        "within_noise": None not in (at_equal, noise) and abs(p - at_equal) <= noise,
+        "defect_parts": agent.get("n_defect"),
     }
 
 

@@ -85,20 +85,52 @@ def controls_table(mean_rows: list[dict], max_cap: int = 8) -> str:
     return table(header, rows)
 
 
+#: The fixed scans the agent is judged against: the jump raster (which its action set
+#: cannot do) and the walk through its own actions, each as last-glimpse and max-pooled.
+BASES = ("raster", "raster max", "walk", "walk max")
+
+
 def dominance_notes(evals: dict[str, dict]) -> list[str]:
-    """One line per seed: the issue's goal against the raster scan (and max-pooled)."""
+    """One line per seed and fixed scan: the issue's goal, with the noise of the parts."""
     notes = []
     for name, ev in sorted(evals.items()):
-        for base in ("raster", "raster max"):
+        for base in BASES:
+            if not any(r["driver"] == base for r in ev["rows"]):
+                continue
             d = analysis.dominance(ev["rows"], base)
             eq, need = d[f"{base}_recall_at_equal"], d[f"{base}_glimpses_for_agent_recall"]
-            verdict = "beats" if d["higher_at_equal"] or d["half_the_glimpses"] else "does not beat"
+            if d["half_the_glimpses"]:
+                verdict = "**beats** (at most half the glimpses for its recall)"
+            elif d["within_noise"]:
+                verdict = f"ties with (within +-{d['noise']:.3f}, two standard errors)"
+            elif d["higher_at_equal"]:
+                verdict = "**beats** (higher recall at equal glimpses)"
+            else:
+                verdict = "does not beat"
             notes.append(
                 f"- {name}: the agent ({d['agent_glimpses']:.2f} glimpses, recall"
-                f" {d['agent_recall']:.3f}) {verdict} the {base} (recall at equal glimpses"
-                f" {_f(eq)}; glimpses the {base} needs for the agent's recall {_f(need, '.2f')})."
+                f" {d['agent_recall']:.3f}) {verdict} the {DRIVER_WORDS[base]}: recall at"
+                f" equal glimpses {_f(eq)}; glimpses it needs for the agent's recall"
+                f" {_f(need, '.2f')}."
             )
     return notes
+
+
+def agent_notes(evals: dict[str, dict]) -> list[str]:
+    """Where the agent spends its glimpses: per true class, and how often it stops."""
+    out = []
+    for name, ev in sorted(evals.items()):
+        a = next(r for r in ev["rows"] if r["driver"] == "agent")
+        by = a.get("glimpses_by_class")
+        if not by:
+            continue
+        by = {int(k): v for k, v in by.items()}
+        out.append(
+            f"- {name}: mean glimpses on ok / line / point parts "
+            + " / ".join(_f(by.get(i), ".2f") for i in range(3))
+            + f"; it stopped by itself on {a.get('stopped', 0):.0%} of the parts."
+        )
+    return out
 
 
 def plot_controls(mean_rows: list[dict], path: Path, title: str) -> None:
@@ -314,12 +346,18 @@ def controls_section(controls: dict[str, dict], mean: list[dict], png: Path, s: 
         controls_table(mean),
         f"![controls at equal glimpses]({png.name})",
         "",
-        "The issue's goal, per seed (the agent dominates when its recall is higher than the"
-        " raster scan's at the same mean glimpses, linearly interpolated, or when the raster"
+        "The issue's goal, per seed (the agent dominates a fixed scan when its recall is"
+        " higher than the scan's at the same mean glimpses, linearly interpolated, by more"
+        " than two standard errors of the agent's recall on these parts, or when the scan"
         " needs at least twice the agent's glimpses to match its recall):",
         "",
         *dominance_notes(controls),
         "",
+        *(
+            ["Where the learned agent looks (test parts):", "", *agent_notes(controls), ""]
+            if agent_notes(controls)
+            else []
+        ),  # fmt: skip
     ]
 
 
