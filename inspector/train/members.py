@@ -483,7 +483,8 @@ def table_markdown(summary: Mapping[str, Any]) -> str:
         f" {asked.get('seed')}..), student distilled for {asked.get('distill_timesteps')}"
         " steps. Figures: each run's report.json (its own evaluation parts; the ensemble"
         " at ok bias 0, uncalibrated). CPU minutes: user+system of the processes that"
-        " trained it, killed attempts included.",
+        " trained it, killed attempts and each run's final evaluation included; the"
+        " ensemble's own CPU-min is its evaluation.",
     ]
     return "\n".join(lines) + "\n"
 
