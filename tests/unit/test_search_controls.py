@@ -93,12 +93,13 @@ def test_arms_differ_only_in_the_reward():
 def test_study_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, capsys):
     from benchmarks.studies.search_controls.cli import main
 
-    args = ["--results", str(tmp_path), "--budget", "256", "--perception", "32"]
+    doc = tmp_path / "b.md"
+    args = ["--results", str(tmp_path), "--doc", str(doc), "--budget", "256", "--perception", "32"]
     args += ["--bc-samples", "32", "--eval-parts", "4", "--parts", "6", "--seeds", "1"]
     args += ["--step-costs", "0.01,0.3", "--arms", "outcome,exp"]
     assert main(args) == 0
     out = tmp_path / "full"
-    runs = sorted(p.name for p in (out / "runs").glob("*.json"))
+    runs = sorted(p.name for p in (out / "trained").glob("*.json"))
     assert runs == ["exp_s0_256.json", "exp_sc0.3_s0_256.json", "outcome_s0_256.json"]
     assert (tmp_path / "models" / "full" / "pretrained_s0_32_32.pt").is_file()
     ev = json.loads((out / "evals" / "exp_s0_256.json").read_text())
@@ -111,10 +112,12 @@ def test_study_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, capsys):
     )
     lone = json.loads((out / "evals" / "outcome_s0_256.json").read_text())
     assert {r["driver"] for r in lone["rows"]} == {"agent", "agent cap"}
-    text = (out / "report.md").read_text()
+    text = doc.read_text()
+    assert "<!-- begin:search_controls -->" in text and text == text.replace(str(tmp_path), "")
     for heading in ("### 1. Controls", "### 2. The reward machinery", "### 3. The engineer"):
         assert heading in text
-    assert (out / "search_controls_quadrants.png").stat().st_size > 0
+    assert "### 1. Controls" in (out / "report.md").read_text()
+    assert (tmp_path / "search_controls_quadrants.png").stat().st_size > 0
     capsys.readouterr()
     assert main([*args, "--train-only"]) == 0  # everything saved: nothing trains again
     assert "training" not in capsys.readouterr().out

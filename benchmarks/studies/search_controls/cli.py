@@ -28,11 +28,15 @@ import os
 import sys
 from pathlib import Path
 
+from benchmarks import harness
 from benchmarks.studies.search_controls import training
 
 SECTIONS = ("controls", "levers", "arms")
-RESULTS = training.ROOT / "benchmarks" / "results" / "search_controls"
-MODELS = training.ROOT / "runs" / "search_controls"
+RESULTS = harness.RESULTS / training.STUDY
+MODELS = harness.RUNS / training.STUDY
+#: The training records' folder under a mode's results (not ``runs``: .gitignore keeps
+#: every folder of that name out of git; the first records went there and move once).
+TRAINED = "trained"
 
 
 def settings(args: argparse.Namespace) -> dict:
@@ -85,8 +89,7 @@ def plan(s: dict, sections: tuple[str, ...]) -> list[tuple[str, int, float | Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="1 seed, small runs (< 10 min)")
+    ap = harness.parser(__doc__, quick="1 seed, small runs (< 10 min)", full_doc=True)
     ap.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated sections")
     ap.add_argument("--seeds", type=int, help="seeds per arm (default 3, quick 1)")
     ap.add_argument("--only-seeds", help="comma-separated seeds to train in this process")
@@ -102,7 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", type=int, help="val and test parts of the controls (default 300)")
     ap.add_argument("--train-only", action="store_true", help="train, evaluate nothing")
     ap.add_argument("--report-only", action="store_true", help="train nothing")
-    ap.add_argument("--results", help="results folder (default benchmarks/results/search_controls)")
+    ap.add_argument(
+        "--results",
+        type=Path,
+        help="results folder (default benchmarks/results/search_controls; its models/ then"
+        " holds the models, else runs/search_controls/)",
+    )
     args = ap.parse_args(argv)
     sections = tuple(x for x in args.sections.split(",") if x)
     bad = sorted(set(sections) - set(SECTIONS))
@@ -113,16 +121,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown arms {unknown}; arms: {','.join(training.ARMS)}")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    results = Path(args.results) if args.results else RESULTS
-    out = results / s["mode"]
-    models = (Path(args.results) / "models" if args.results else MODELS) / s["mode"]
+    out = (args.results or RESULTS) / s["mode"]
+    models = (args.results / "models" if args.results else MODELS) / s["mode"]
+    legacy = out / "runs"
+    for p in sorted(legacy.glob("*.json")) if legacy.is_dir() else []:
+        (out / TRAINED).mkdir(parents=True, exist_ok=True)
+        p.replace(out / TRAINED / p.name)
     only = {int(v) for v in args.only_seeds.split(",")} if args.only_seeds else None
     if not args.report_only:
         for arm, seed, sc in plan(s, sections):
             if only is not None and seed not in only:
                 continue
             name = training.run_name(arm, seed, s["budget"], sc)
-            if (out / "runs" / f"{name}.json").is_file() and (models / f"{name}.zip").is_file():
+            if (out / TRAINED / f"{name}.json").is_file() and (models / f"{name}.zip").is_file():
                 continue
             print(f"training {name}", flush=True)
             rec = training.train_one(
@@ -136,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                 eval_parts=s["eval_parts"],
                 step_cost=sc,
             )
-            (out / "runs").mkdir(parents=True, exist_ok=True)
-            training.save_result(out / "runs" / f"{name}.json", training.run_config(rec), rec)
+            (out / TRAINED).mkdir(parents=True, exist_ok=True)
+            training.save_result(out / TRAINED / f"{name}.json", training.run_config(rec), rec)
             last = rec["curve"][-1]
             print(
                 f"  {name}: accuracy {last['accuracy']:.3f}, glimpses {last['mean_glimpses']:.1f},"
@@ -160,7 +171,7 @@ def evaluate(s: dict, sections: tuple[str, ...], out: Path, models: Path) -> Non
     """
     from benchmarks.studies.search_controls import analysis, drivers, levers
 
-    records = _load(out / "runs", s["budget"])
+    records = _load(out / TRAINED, s["budget"])
     for arm, seed, sc in plan(s, sections):
         name = training.run_name(arm, seed, s["budget"], sc)
         path = out / "evals" / f"{name}.json"
@@ -204,17 +215,33 @@ def _load(folder: Path, budget: int) -> dict[str, dict]:
     return out
 
 
+def reproduce(argv: list[str]) -> str:
+    """The command that reproduces the figures: this one without the options that only
+    say where things go or what to skip (no machine path enters the report)."""
+    drop_with_value, drop = {"--doc", "--results"}, {"--report-only", "--train-only", "--no-write"}
+    kept, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in drop_with_value:
+            skip = True
+        elif a not in drop and a.split("=")[0] not in drop_with_value:
+            kept.append(a)
+    return " ".join(["python -m benchmarks.studies.search_controls", *kept])
+
+
 def write_report(s: dict, sections, out: Path, args, argv) -> int:
     """The report from every saved run and evaluation of this mode and budget."""
     from benchmarks.studies.search_controls import analysis, report
 
-    records = _load(out / "runs", s["budget"])
+    records = _load(out / TRAINED, s["budget"])
     evals = _load(out / "evals", s["budget"])
     if not records:
         print("no saved runs to report", file=sys.stderr)
         return 1
-    full = s["mode"] == "full" and args.results is None
-    png_dir = training.ROOT / "docs" if full else out
+    # A quick run never replaces the published section (unless --doc names a report).
+    write = not args.no_write and (s["mode"] == "full" or args.doc != harness.DOC)
+    png_dir = args.doc.parent if write else out
     parts = []
     controls = {n: e for n, e in evals.items() if e["fixed"]}
     if controls:
@@ -233,18 +260,12 @@ def write_report(s: dict, sections, out: Path, args, argv) -> int:
     if any("_sc" in n for n in levers_runs):
         parts += report.levers_section(levers_runs, records, controls)
     body = "\n".join(parts) + "\n"
-    command = " ".join(
-        ["python -m benchmarks.studies.search_controls"]
-        + [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]
-    )
-    if full:
-        from benchmarks._report import write_section
-
-        write_section(
-            "search_controls", "Does the learned search earn its keep? (issue #27)", body, command
-        )
-    else:
-        (out / "report.md").write_text(body)
+    command = reproduce(argv if argv is not None else sys.argv[1:])
+    title = "Does the learned search earn its keep? (issue #27)"
+    if write:
+        harness.write_section("search_controls", title, body, command, doc=args.doc,
+                              keep_measured=args.report_only)  # fmt: skip
+    (out / "report.md").write_text(body)
     print(body)
     return 0
 

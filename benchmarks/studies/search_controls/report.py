@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harness import table
 from benchmarks.studies.search_controls import analysis, levers, training
 
 CLASSES = ("ok", "line", "point")
@@ -19,13 +20,6 @@ CLAIMS = (
 
 def _f(v, fmt: str = ".3f") -> str:
     return "-" if v is None else format(v, fmt)
-
-
-def table(header: list[str], rows: list[list[object]]) -> str:
-    """A markdown table (as benchmarks/_report.py writes them)."""
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out) + "\n"
 
 
 def _by_class(row: dict) -> str:

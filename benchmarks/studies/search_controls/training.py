@@ -15,12 +15,13 @@ verdict cross-entropy, 0.1 KL to the teacher). Arms differ only in the reward
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[3]
+from benchmarks import harness
+
+ROOT = harness.ROOT
 
 #: learning_efficiency's ``quadrants`` task (camera parameters, glimpse, zoom levels, budget).
 CAMERA = {"size": 128, "invisible_at": 32, "point_size": (1, 1), "grid": 0.25}
@@ -217,10 +218,9 @@ def train_one(
     return record
 
 
-#: Saved results carry the configuration that produced them (the harness's convention:
-#: ``"benchmark": {"study", "schema", "config"}``), so a reader selects them by it.
+#: Saved results carry the configuration that produced them (:func:`harness.save_result`),
+#: so a reader selects them by it.
 STUDY = "search_controls"
-SCHEMA = 1
 #: What identifies a run (the keys of its record that make its configuration).
 RUN_KEYS = ("arm", "seed", "budget", "step_cost", "perception_samples", "bc_samples")
 
@@ -234,17 +234,7 @@ def run_config(record: dict) -> dict:
 
 def save_result(path: Path, config: dict, result: dict) -> dict:
     """``result`` with its configuration under ``"benchmark"``, written atomically."""
-    data = {"benchmark": {"study": STUDY, "schema": SCHEMA, "config": config}}
-    data.update({k: v for k, v in result.items() if k != "benchmark"})
-    write_json(path, data)
-    return data
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON atomically (a stopped run never leaves half a file)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
+    return harness.save_result(path, STUDY, config, result)
 
 
 def agent_policy(model: Any, prof: Any):
