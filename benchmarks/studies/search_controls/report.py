@@ -110,6 +110,46 @@ def dominance_notes(evals: dict[str, dict]) -> list[str]:
     return notes
 
 
+def why_notes(mean: list[dict]) -> list[str]:
+    """Section 4's evidence, from the seeds' mean rows: what the overview tells about
+    points, what full cover costs each way, and what the agent spends."""
+
+    def row(driver: str, k: int | None = None) -> dict | None:
+        rs = [r for r in mean if r["driver"] == driver and (k is None or r["k"] == k)]
+        return max(rs, key=lambda r: r["k"]) if rs else None
+
+    ov, tiles, agent = row("overview"), row("tiling"), row("agent")
+    walk = [r for r in mean if r["driver"] == "walk max"]
+    if not (ov and tiles and agent and walk):
+        return []
+    point = {int(k): v for k, v in ov["recall_by_class"].items()}.get(2)
+    best_walk = max(walk, key=lambda r: (round(r["recall"] or 0, 3), -r["glimpses"]))
+    return [
+        "Why the learned search does not beat exhaustive tiling on this task (section 4 of"
+        " the issue; measured, no retraining):",
+        "",
+        f"- The overview says nothing about where a point is: from the overview alone the"
+        f" heads find {_f(point, '.2f')} of the point parts at the operating point (the task"
+        " caps a point's contrast so that it vanishes at overview resolution). A searcher"
+        " for points can only cover the frame; the quickest cover is the tiling:"
+        f" {tiles['k']} native tiles, {tiles['glimpses']:.2f} glimpses with the overview,"
+        f" recall {_f(tiles['recall'])}.",
+        f"- The agent's actions move half a viewport: the fixed walk through them needs"
+        f" {best_walk['glimpses']:.2f} glimpses for its best recall ({_f(best_walk['recall'])},"
+        " max over its glimpses). The learned agent covers what it needs in"
+        f" {agent['glimpses']:.2f} glimpses (recall {_f(agent['recall'])}): it learned where"
+        " to look well enough to make up for its action set, not enough to beat jumps it"
+        " does not have.",
+        "- What a searcher can gain over the tiling here is stopping early: at once where"
+        " the overview shows a line, on a point part once the point is in sight (on average"
+        " after about half the tiles); an ok part always needs the whole cover. The"
+        " per-class glimpses above say how much of that the agent takes. A searcher that"
+        " could jump to a chosen tile (candidate positions scored from the overview, as the"
+        " issue suggests) would have the tiling's cost as its worst case.",
+        "",
+    ]
+
+
 def agent_notes(evals: dict[str, dict]) -> list[str]:
     """Where the agent spends its glimpses: per true class, and how often it stops."""
     out = []
