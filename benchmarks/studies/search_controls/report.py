@@ -391,7 +391,8 @@ def controls_section(controls: dict[str, dict], mean: list[dict], png: Path, s: 
             ["Where the learned agent looks (test parts):", "", *agent_notes(controls), ""]
             if agent_notes(controls)
             else []
-        ),  # fmt: skip
+        ),
+        *why_notes(mean),
     ]
 
 
