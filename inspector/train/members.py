@@ -285,6 +285,7 @@ def _row(name: str, folder: Path, cost: Mapping[str, Any], to_deployable_s: floa
     row: dict[str, Any] = {"name": name, "path": str(folder)}
     for key, _ in COLUMNS:
         row[key] = report.get(key)
+    row["ok_bias"] = report.get("ok_bias")
     row["cpu_min"] = round(cost.get("cpu_s", 0.0) / 60.0, 2)
     row["cpu_min_to_deployable"] = round(to_deployable_s / 60.0, 2)
     row["attempts"] = cost.get("attempts")
