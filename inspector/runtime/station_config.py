@@ -17,6 +17,7 @@ from typing import Any
 
 from inspector.errors import ConfigError, ModelError, StationError
 from inspector.runtime.mqtt import MqttConfig, TlsConfig
+from inspector.station.console.config import ConsoleSection
 
 #: Trigger modes: every frame is a part, or a message on ``<prefix>/trigger`` asks for one.
 TRIGGER_MODES = ("free-run", "mqtt")
@@ -272,6 +273,7 @@ class StationConfig:
     :param metrics_host: address the Prometheus endpoint listens on.
     :param log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR`` (``--log-level`` wins).
     :param status_interval: seconds between status lines (stderr) and status messages.
+    :param console: the operator console (a live web page; off by default).
     """
 
     station_id: str = ""
@@ -287,6 +289,7 @@ class StationConfig:
     metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"
     status_interval: float = 10.0
+    console: ConsoleSection = field(default_factory=ConsoleSection)
 
     def validate(self) -> None:
         """Checks across sections.
@@ -315,7 +318,7 @@ class StationConfig:
         :raises ConfigError: one line naming the setting.
         """
         sections = (self.camera, self.model, self.trigger, self.mqtt, self.outbox,
-                    self.footage.keep, self.footage, self)  # fmt: skip
+                    self.footage.keep, self.footage, self.console, self)  # fmt: skip
         for s in sections:
             try:
                 s.validate()
