@@ -239,7 +239,7 @@
     a.textContent = s.alarms.join(" \u00b7 ");
     const rows = [["parts", s.parts], ["ok", s.verdicts.ok], ["defect", s.verdicts.defect],
                   ["error results", s.error_results]];
-    for (const c of (state.info ? state.info.classes : [])) rows.push(["  " + c, s.labels[c] || 0]);
+    for (const c of (state.info ? state.info.classes : [])) rows.push(["class " + c, s.labels[c] || 0]);
     const f = s.feedback;
     rows.push(["operator confirmed", f.confirmed], ["operator corrected", f.corrected],
               ["confirmed false alarms", f.false_alarms], ["confirmed misses", f.misses]);
