@@ -45,6 +45,7 @@ from inspector.station.config import (
     CameraSection,
     ModelSection,
     MqttSection,
+    OutboxSection,
     StationConfig,
 )
 from inspector.station.console.config import ConsoleSection
@@ -122,6 +123,7 @@ def config(
         camera=CameraSection(driver="synthetic", params={**params, "seed": 5}),
         model=ModelSection(path=str(model)),
         mqtt=MqttSection(enabled=False),
+        outbox=OutboxSection(path=str(folder / f"{name}-outbox.sqlite"), synchronous="NORMAL"),
         status_interval=3600.0,
         console=ConsoleSection(enabled=console, port=0, store=str(folder / f"{name}-store")),
     )
