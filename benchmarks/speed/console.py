@@ -176,12 +176,18 @@ def client(url: str, out: Path, frame_every: float = 0.2) -> None:
 
 
 # -- the throughput comparison -------------------------------------------------------------
-def block(st: Station, parts: int) -> float:
-    """Run ``parts`` steps; parts per second."""
-    t0 = time.perf_counter()
+def block(st: Station, parts: int, cpu: dict[str, list[float]] | None = None) -> float:
+    """Run ``parts`` steps; parts per second. With ``cpu``, also record the CPU ms per part
+    of the station's loop thread (``loop``) and of the whole process (``process``: the
+    console's thread included, the clients' processes not)."""
+    t0, th0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
     for _ in range(parts):
         st.step()
-    return parts / (time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    if cpu is not None:
+        cpu["loop"].append(1e3 * (time.thread_time() - th0) / parts)
+        cpu["process"].append(1e3 * (time.process_time() - p0) / parts)
+    return parts / wall
 
 
 def throughput(model: Path, folder: Path, args: Any) -> dict[str, Any]:
@@ -204,13 +210,14 @@ def throughput(model: Path, folder: Path, args: Any) -> dict[str, Any]:
     if len(cons.console.hub.clients) < 2:
         raise SystemExit("the console clients did not connect")
     rates: dict[str, list[float]] = {WITHOUT: [], WITH: []}
+    cpu = {k: {"loop": [], "process": []} for k in rates}
     try:
         block(base, args.parts // 4)  # warm-up: sessions, caches, the console's first frames
         block(cons, args.parts // 4)
         for r in range(args.rounds):
             order = [(WITHOUT, base), (WITH, cons)]
             for name, st in order if r % 2 == 0 else order[::-1]:
-                rates[name].append(block(st, args.parts))
+                rates[name].append(block(st, args.parts, cpu[name]))
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()),
                   flush=True)  # fmt: skip
         skipped = cons.console.hub.offered - cons.console.hub.taken
@@ -227,6 +234,7 @@ def throughput(model: Path, folder: Path, args: Any) -> dict[str, Any]:
     paired = [w / o for w, o in zip(rates[WITH], rates[WITHOUT])]
     return {"rates": rates, "median": med, "ratio": med[WITH] / med[WITHOUT],
             "paired": float(np.median(paired)),
+            "cpu_ms": {k: {w: float(np.median(v)) for w, v in c.items()} for k, c in cpu.items()},
             "client_latency_s": lat, "skipped": int(skipped)}  # fmt: skip
 
 
@@ -318,18 +326,31 @@ def main(argv: list[str] | None = None) -> int:
         br = browser(model, folder, args)
     load1 = load_average()
     cl, pl = tp["client_latency_s"], br["page_latency_s"]
-    rows = [[k, f"{tp['median'][k]:.1f}", " ".join(f"{r:.0f}" for r in tp["rates"][k])]
-            for k in (WITHOUT, WITH)]  # fmt: skip
+    c = tp["cpu_ms"]
+    rows = [[k, f"{tp['median'][k]:.1f}", f"{c[k]['loop']:.2f}", f"{c[k]['process']:.2f}",
+             " ".join(f"{r:.0f}" for r in tp["rates"][k])] for k in (WITHOUT, WITH)]  # fmt: skip
     body = (
         f"Synthetic {args.size}x{args.size} panels "
         f"({', '.join(f'{k}={v}' for k, v in args.params.items())}), the model "
         f"`{args.model.name if args.model else 'tiny (256 steps)'}`, results in memory, "
         f"footage off; {args.rounds} interleaved rounds of {args.parts} parts; load average "
         f"{load0:.1f} before, {load1:.1f} after (2 cores shared with other work).\n\n"
-        + table(["station", "parts/s (median)", "blocks"], rows)
+        + table(
+            [
+                "station",
+                "parts/s (median)",
+                "loop CPU ms/part",
+                "process CPU ms/part",
+                "parts/s of each block",
+            ],
+            rows,
+        )  # fmt: skip
         + f"\nWith two console clients connected the station keeps "
         f"**{tp['ratio']:.2f}x** its rate without a console (ratio of the medians; the "
-        f"median of the per-round ratios is {tp['paired']:.2f}x; goal >= 0.9x). The console "
+        f"median of the per-round ratios is {tp['paired']:.2f}x; goal >= 0.9x). CPU per part "
+        f"(medians; less sensitive to the machine's load than the rates): the loop's own "
+        f"thread {c[WITH]['loop'] / c[WITHOUT]['loop']:.2f}x, the whole process with the "
+        f"console's thread {c[WITH]['process'] / c[WITHOUT]['process']:.2f}x. The console "
         f"skipped {tp['skipped']} of the offered parts (its queue drops the oldest when it "
         "falls behind; the station never waits).\n\n"
         + table(
