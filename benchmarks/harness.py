@@ -57,12 +57,13 @@ def parser(doc: str | None, quick: str | None = None, full_doc: bool = False):
         ``--no-write`` and ``--doc``.
     """
     text = doc or ""
+    kw: dict[str, Any] = {"prog": prog} if (prog := command_name()) else {}
     if full_doc:
         ap = argparse.ArgumentParser(
-            description=text, formatter_class=argparse.RawTextHelpFormatter
+            description=text, formatter_class=argparse.RawTextHelpFormatter, **kw
         )
     else:
-        ap = argparse.ArgumentParser(description=text.split("\n\n")[0])
+        ap = argparse.ArgumentParser(description=text.split("\n\n")[0], **kw)
     if quick is not None:
         ap.add_argument("--quick", action="store_true", help=quick)
     ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks.md")
@@ -70,6 +71,16 @@ def parser(doc: str | None, quick: str | None = None, full_doc: bool = False):
         "--doc", type=Path, default=DOC, help="the report to write (default docs/benchmarks.md)"
     )
     return ap
+
+
+def command_name() -> str | None:
+    """``python -m benchmarks....`` for the module this process runs (None when it runs
+    none, as under pytest)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", "") or ""
+    if not name.startswith("benchmarks."):
+        return None
+    return "python -m " + name.removesuffix(".__main__")
 
 
 def non_negative_int(text: str) -> int:

@@ -183,8 +183,7 @@ def run_one(
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from inspector.runtime.torch_backend import TorchPolicy, meta_for_model
-    from inspector.train.evaluate import metrics, run_parts
+    from inspector.runtime.torch_backend import meta_for_model
     from inspector.train.runner import pretrain, pretrain_perception
 
     torch.set_num_threads(1)
@@ -225,21 +224,7 @@ def run_one(
             return True
 
     def do_eval(steps):
-        pol = TorchPolicy(model, meta)
-        labels, decisions, _ = run_parts(
-            pol, "synthetic", {**current().camera, "seed": 10_000 + seed}, eval_parts
-        )
-        m = metrics(meta.classes, meta.classes[0], labels, decisions)
-        point = {
-            "steps": int(steps) + offset,
-            "accuracy": m["accuracy"],
-            "per_class_recall": m["per_class_recall"],
-            "mean_steps": m["mean_steps"],
-            "native_share": m["native_share"],
-        }
-        if calibrate:
-            point["calibrated"] = calibrated_eval(pol, seed, calibrate, labels, decisions)
-        return point
+        return evaluation(model, meta, seed, eval_parts, calibrate, int(steps) + offset)
 
     if offset:
         curve.append(do_eval(0))
@@ -264,6 +249,32 @@ def run_one(
         "curve": curve,
         "wall_s": time.time() - t0,
     }
+
+
+def evaluation(model, meta, seed: int, parts: int, calibrate: int, steps: int) -> dict:
+    """One point of the learning curve: the deterministic policy on ``parts`` fixed
+    evaluation parts (camera seed 10,000 + seed), at ``steps`` env steps.
+
+    :param calibrate: also score them at the ok bias chosen on this many other parts
+        (:func:`calibrated_eval`; 0: not).
+    """
+    from inspector.runtime.torch_backend import TorchPolicy
+    from inspector.train.evaluate import metrics, run_parts
+
+    pol = TorchPolicy(model, meta)
+    camera = {**current().camera, "seed": 10_000 + seed}
+    labels, decisions, _ = run_parts(pol, "synthetic", camera, parts)
+    m = metrics(meta.classes, meta.classes[0], labels, decisions)
+    point = {
+        "steps": steps,
+        "accuracy": m["accuracy"],
+        "per_class_recall": m["per_class_recall"],
+        "mean_steps": m["mean_steps"],
+        "native_share": m["native_share"],
+    }
+    if calibrate:
+        point["calibrated"] = calibrated_eval(pol, seed, calibrate, labels, decisions)
+    return point
 
 
 def calibrated_eval(policy, seed: int, parts: int, labels, decisions) -> dict:
