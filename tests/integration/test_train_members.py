@@ -145,6 +145,29 @@ def test_export_takes_the_student_or_the_ensemble(members_run, tmp_path):
         assert (len(json.loads(ensemble)) if ensemble else 0) == n_members
 
 
+def test_eval_takes_the_ensemble(members_run):
+    out, _, _ = members_run
+    proc = subprocess.run(
+        [
+            PY,
+            str(ROOT / "main.py"),
+            "eval",
+            str(out / "ensemble"),
+            "--camera",
+            "synthetic",
+            "--episodes",
+            "4",
+        ],
+        cwd=ROOT,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["episodes"] == 4
+
+
 def test_the_same_directory_again_needs_resume(members_run):
     out, _, _ = members_run
     proc = subprocess.run(
