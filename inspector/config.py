@@ -44,7 +44,8 @@ def _from_node(cls: type[T], node: yaml.Node, file: str, path: str, error: type)
     loader = yaml.SafeLoader("")
     for knode, vnode in node.value:
         key = str(knode.value)
-        kpath = f"{path}.{key}" if path else key
+        shown = key if key.isprintable() else repr(key)  # a path stays one line
+        kpath = f"{path}.{shown}" if path else shown
         line, col = _mark(knode)
         if key not in fields:
             close = difflib.get_close_matches(key, list(fields), n=1)
@@ -63,6 +64,15 @@ def _from_node(cls: type[T], node: yaml.Node, file: str, path: str, error: type)
             kwargs[key] = _from_node(sub, vnode, file, kpath, error)
             continue
         value = loader.construct_object(vnode, deep=True)
+        if sub is not None and not (value is None and type(None) in typing.get_args(hint_t)):
+            # A section must be a mapping (null only where the section is optional).
+            raise error(
+                f"{key}: expected a mapping of settings, got {_kind(value)}",
+                file=file,
+                line=vline,
+                column=vcol,
+                path=kpath,
+            )
         try:
             if isinstance(value, float) and not math.isfinite(value):
                 raise ValueError(f"{key}: expected a finite number, got {value!r}")
@@ -82,6 +92,14 @@ def _from_node(cls: type[T], node: yaml.Node, file: str, path: str, error: type)
             line, col = _mark(node)
             raise error(str(exc), file=file, line=line, column=col, path=path or None) from None
     return obj
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {str(value)[:40]!r}"
 
 
 def _dataclass_in(hint: Any) -> type | None:
@@ -111,7 +129,14 @@ def load_dataclass(cls: type[T], path: str | Path, error: type = ConfigError) ->
 def load_dataclass_text(
     cls: type[T], text: str, file: str = "<string>", error: type = ConfigError
 ) -> T:
-    """Load ``cls`` from YAML text (see :func:`load_dataclass`)."""
+    """Load ``cls`` from YAML text (see :func:`load_dataclass`).
+
+    The text first passes the reward profiles' guarded parser (size, nesting depth,
+    alias expansion, duplicate keys, safe tags): a hostile file is one located error.
+    """
+    from inspector.yamlloc import parse_yaml
+
+    parse_yaml(text, file, error=error)  # raises for what yaml.compose would let through
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:

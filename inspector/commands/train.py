@@ -76,7 +76,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="evaluate a model (.zip run, .onnx or .engine)",
         description="Evaluate a trained run or an exported .onnx/.engine on fixed parts.",
     )
-    e.add_argument("model", help="run directory, model.zip, .onnx or .engine")
+    e.add_argument(
+        "model", help="run directory, model.zip, .onnx, .engine or a train --members ensemble"
+    )
     e.add_argument("--camera", required=True, help="camera driver")
     e.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="driver parameter"
@@ -186,7 +188,12 @@ def run_eval(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise InspectorError(f"--episodes must be positive, got {args.episodes}")
-    policy = load_policy(args.model, allow_torch=True)
+    from inspector.train.distill import ensemble_policy, is_ensemble_dir
+
+    if is_ensemble_dir(args.model):  # train --members' ensemble: its members in torch
+        policy = ensemble_policy(args.model)
+    else:
+        policy = load_policy(args.model, allow_torch=True)
     result, kept = evaluate(policy, args.camera, parse_params(args.param), args.episodes, keep=6)
     result["model"] = str(args.model)
     result["backend"] = policy.backend

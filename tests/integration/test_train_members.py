@@ -101,7 +101,10 @@ def test_members_ensemble_and_student_side_by_side(members_run):
         assert (out / "members" / name / "report.json").is_file()
     ens = read_json(out / "ensemble" / "ensemble.json")
     assert ens["members"] == ["../members/m0", "../members/m1"]
-    assert (out / "ensemble" / "report.json").is_file()
+    ens_report = read_json(out / "ensemble" / "report.json")
+    op = ens_report["operating_point"]  # chosen on val (synthetic panels of another seed)
+    assert op["frames"]["count"] == 8 and ens_report["ok_bias"] == op["ok_bias"]
+    assert "another seed" in op["frames"]["source"]
     student = out / "student"
     assert (student / "model.zip").is_file() and (student / "report.json").is_file()
     cfg = read_json(student / "member.json")["config"]
@@ -143,6 +146,29 @@ def test_export_takes_the_student_or_the_ensemble(members_run, tmp_path):
         props = {p.key: p.value for p in onnx.load(str(target)).metadata_props}
         ensemble = props.get("inspector.ensemble")
         assert (len(json.loads(ensemble)) if ensemble else 0) == n_members
+
+
+def test_eval_takes_the_ensemble(members_run):
+    out, _, _ = members_run
+    proc = subprocess.run(
+        [
+            PY,
+            str(ROOT / "main.py"),
+            "eval",
+            str(out / "ensemble"),
+            "--camera",
+            "synthetic",
+            "--episodes",
+            "4",
+        ],
+        cwd=ROOT,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["episodes"] == 4
 
 
 def test_the_same_directory_again_needs_resume(members_run):
