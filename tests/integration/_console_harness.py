@@ -46,8 +46,8 @@ def running_station(
     folder: Path, model: Path, *, fps: float | None = 30.0, max_parts: int = 100_000, **console
 ) -> Iterator[Any]:
     """A started station (``station.console.url`` is the page) running in a thread."""
-    from inspector.runtime.station import Station
-    from inspector.runtime.station_config import load_station_config
+    from inspector.station.config import load_station_config
+    from inspector.station.loop import Station
 
     section = {"enabled": True, "port": 0, "store": str(folder / "store"), **console}
     cfg = load_station_config(station_yaml(folder, model, station="line7", console=section))

@@ -12,7 +12,7 @@ import pytest
 from inspector import ConfigError
 from inspector.footage.feedback import list_feedback
 from inspector.footage.store import FootageStore
-from inspector.runtime.station_config import load_station_config
+from inspector.station.config import load_station_config
 from tests.integration._console_harness import running_station, wait_for
 from tests.integration._station_proc import station_yaml
 

@@ -34,9 +34,9 @@ import time
 from collections.abc import Callable
 
 from inspector.errors import StationError
-from inspector.runtime.mqtt import LinkStatus, Publisher
-from inspector.runtime.outbox import Outbox
-from inspector.runtime.result import Result
+from inspector.station.mqtt import LinkStatus, Publisher
+from inspector.station.outbox import Outbox
+from inspector.station.result import Result
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import StationError
-from inspector.runtime.result import Result
+from inspector.station.result import Result
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
 """The inspection station: camera -> agent -> Result -> outbox -> MQTT, footage and metrics.
 
 For each part the station grabs a frame, runs the agent with
-:func:`inspector.runtime.agent.run_episode` (the same :class:`~inspector.scan.Scanner`
-the training environment uses), builds a :class:`~inspector.runtime.result.Result`,
+:func:`inspector.policy.agent.run_episode` (the same :class:`~inspector.scan.Scanner`
+the training environment uses), builds a :class:`~inspector.station.result.Result`,
 records the frame in the footage store (the reference goes into the result), and
-hands the result to the :class:`~inspector.runtime.reporter.Reporter`, whose committer
+hands the result to the :class:`~inspector.station.reporter.Reporter`, whose committer
 thread commits it to the outbox (group commit) and then publishes it. A corrupt frame,
 a camera timeout or a failed inspection becomes an error result, is counted, and the
 station carries on. While the outbox is full the station takes no new part (it never
@@ -30,24 +30,24 @@ from typing import Any, Protocol, TextIO
 import numpy as np
 
 from inspector.errors import InspectorError, ModelError, StationError
-from inspector.footage_hash import sha256_file
-from inspector.runtime.agent import run_episode
-from inspector.runtime.camera_feed import (
+from inspector.files import sha256_file
+from inspector.policy.agent import run_episode
+from inspector.station.camera_feed import (
     CameraEnded,
     CameraFailed,
     CameraFeed,
     CameraTimeout,
     check_frame,
 )
-from inspector.runtime.metrics import StationMetrics
-from inspector.runtime.mqtt import Publisher, Trigger
-from inspector.runtime.reporter import Reporter
-from inspector.runtime.result import Result
-from inspector.runtime.station_config import (
+from inspector.station.config import (
     StationConfig,
     check_profile,
     load_station_policy,
 )
+from inspector.station.metrics import StationMetrics
+from inspector.station.mqtt import Publisher, Trigger
+from inspector.station.reporter import Reporter
+from inspector.station.result import Result
 
 log = logging.getLogger(__name__)
 
@@ -124,14 +124,12 @@ class Station:
 
     # -- set-up ----------------------------------------------------------------------
     def _scanner(self) -> Any:
-        from inspector.profile import ScanSettings
         from inspector.scan import Scanner
 
         try:
-            settings = ScanSettings(**dict(self.meta.scan))
-        except TypeError as exc:
-            raise ModelError(f"{self.cfg.model.path}: unusable scan settings: {exc}") from None
-        return Scanner(settings, self.budget)
+            return Scanner.from_metadata(self.meta, self.budget)
+        except ModelError as exc:
+            raise ModelError(f"{self.cfg.model.path}: {exc}") from None
 
     def _open_configured_camera(self) -> Any:
         from inspector.camera import open_camera
@@ -155,7 +153,7 @@ class Station:
         )
 
     def _reporter(self) -> Reporter:
-        from inspector.runtime.outbox import Outbox
+        from inspector.station.outbox import Outbox
 
         o = self.cfg.outbox
         outbox = Outbox(o.path, limit=o.limit, synchronous=o.synchronous)

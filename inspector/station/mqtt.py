@@ -2,13 +2,13 @@
 
 Topics under ``prefix`` (default ``inspector/v1/<station>``):
 
-* ``<prefix>/result``  QoS 1, one :mod:`inspector.runtime.result` document per part;
+* ``<prefix>/result``  QoS 1, one :mod:`inspector.station.result` document per part;
 * ``<prefix>/status``  QoS 1, retained; the last will sets it to ``offline``;
 * ``<prefix>/trigger`` subscribed when triggers are on; payload ``{part_id?, correlation_id?}``.
 
 Delivery is at least once and in order:
 
-* a result is deleted from the :class:`~inspector.runtime.outbox.Outbox` only when its
+* a result is deleted from the :class:`~inspector.station.outbox.Outbox` only when its
   PUBACK arrives (``on_publish`` with the message id -> result id map);
 * results are published in ascending ``seq``, at most ``window`` unacknowledged at a
   time, by whichever thread holds the fill lock: the thread that just committed them
@@ -60,8 +60,8 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import MissingDependencyError, StationError
-from inspector.runtime.outbox import Outbox, OutboxItem
-from inspector.runtime.result import iso_utc
+from inspector.station.outbox import Outbox, OutboxItem
+from inspector.station.result import iso_utc
 
 log = logging.getLogger(__name__)
 

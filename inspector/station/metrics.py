@@ -89,7 +89,7 @@ class StationMetrics:
     def part(self, result: Any, part_latency_s: float) -> None:
         """Count one reported part.
 
-        :param result: the :class:`~inspector.runtime.result.Result` that was committed.
+        :param result: the :class:`~inspector.station.result.Result` that was committed.
         :param part_latency_s: frame grabbed to result committed, seconds.
         """
         with self._lock:

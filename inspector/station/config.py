@@ -1,7 +1,7 @@
 """``StationConfig``: what ``inspector run --config STATION.yaml`` reads.
 
 Every field's type hint says what the YAML may hold; :func:`load_station_config`
-loads it with :func:`inspector.config.load_dataclass`, so a bad value is reported
+loads it with :func:`inspector.yamlio.dataclass_load.load_dataclass`, so a bad value is reported
 as ``station.yaml:12:9: mqtt.port: expected int, got 'high'`` and an unknown key
 lists the allowed ones. Command-line flags override after loading
 (:func:`apply_overrides`). Relative paths are relative to the working directory.
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import ConfigError, ModelError, StationError
-from inspector.runtime.mqtt import MqttConfig, TlsConfig
 from inspector.station.console.config import ConsoleSection
+from inspector.station.mqtt import MqttConfig, TlsConfig
 
 #: Trigger modes: every frame is a part, or a message on ``<prefix>/trigger`` asks for one.
 TRIGGER_MODES = ("free-run", "mqtt")
@@ -378,7 +378,7 @@ def load_station_config(path: str | Path) -> StationConfig:
 
     :raises ConfigError: ``file:line:col: path: message``.
     """
-    from inspector.config import load_dataclass
+    from inspector.yamlio.dataclass_load import load_dataclass
 
     return load_dataclass(StationConfig, path, error=ConfigError)
 
@@ -439,13 +439,13 @@ def load_station_policy(section: ModelSection) -> Any:
 
     :raises ModelError: missing file, wrong kind, or a backend that does not fit.
     """
-    from inspector.runtime.backends import load_policy
+    from inspector.policy.load import load_policy
 
     path = Path(section.path)
     if section.backend.startswith("onnxruntime") and path.suffix.lower() == ".onnx":
         if not path.is_file():
             raise ModelError(f"model not found: {path}")
-        from inspector.runtime.onnx_backend import OrtPolicy
+        from inspector.policy.onnx_backend import OrtPolicy
 
         cpu = ["CPUExecutionProvider"] if section.backend == "onnxruntime-cpu" else None
         return OrtPolicy(path, providers=cpu, threads=section.threads)

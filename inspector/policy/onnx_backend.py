@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import MissingDependencyError, ModelError
-from inspector.runtime.policy import INPUT_NAMES, ModelMeta, Policy, check_contract
+from inspector.policy.base import INPUT_NAMES, ModelMeta, Policy, check_contract
 
 
 def _ort():

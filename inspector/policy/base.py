@@ -14,8 +14,8 @@ ONNX graph contract (also used to build TensorRT engines):
   ``inspector.scan``, ``inspector.state_size``, ``inspector.outcome_matrix``,
   ``inspector.profile_name``, ``inspector.profile_sha256``, ``inspector.model_sha256``,
   ``inspector.exporter_version``, ``inspector.step_budget`` and, where the model was
-  calibrated (:mod:`inspector.runtime.operating_point`), ``inspector.ok_bias``; an
-  ensemble (:mod:`inspector.runtime.ensemble`) also ``inspector.ensemble``.
+  calibrated (:mod:`inspector.policy.operating_point`), ``inspector.ok_bias``; an
+  ensemble (:mod:`inspector.policy.ensemble`) also ``inspector.ensemble``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import ModelError
-from inspector.runtime.operating_point import shift_ok
+from inspector.policy.operating_point import shift_ok
 
 INPUT_NAMES = ("glimpse", "overview", "state")
 OUTPUT_NAMES = ("action_logits", "class_probs", "value")
