@@ -242,7 +242,7 @@ def write_report(s: dict, sections, out: Path, args, argv) -> int:
     # A quick run never replaces the published section (unless --doc names a report).
     write = not args.no_write and (s["mode"] == "full" or args.doc != harness.DOC)
     png_dir = args.doc.parent if write else out
-    parts = []
+    parts = report.runs_note(records)
     controls = {n: e for n, e in evals.items() if e["fixed"]}
     if controls:
         mean = analysis.mean_rows([e["rows"] for e in controls.values()])

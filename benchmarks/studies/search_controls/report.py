@@ -481,3 +481,26 @@ def claim_notes(records: dict[str, dict], target: float) -> list[str]:
         + (f"{fewer:.0%} fewer" if fewer is not None else "undefined (no false alarm in either)")
         + f" (false alarms as trained: {fa_b:.3f} outcome-only, {fa_f:.3f} exp).",
     ]
+
+
+def runs_note(records: dict[str, dict]) -> list[str]:
+    """Which trained runs the report rests on, and what one cost."""
+    groups: dict[str, list[dict]] = {}
+    for r in records.values():
+        key = r["arm"] if r["step_cost"] == 0.01 else f"{r['arm']} at step cost {r['step_cost']:g}"
+        groups.setdefault(key, []).append(r)
+    parts = []
+    for k, rs in sorted(groups.items()):
+        seeds = sorted(r["seed"] for r in rs)
+        parts.append(f"{k}: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}")
+    fresh = [r["wall_s"] for r in records.values() if not r.get("pretrained_reused")]
+    reused = [r["wall_s"] for r in records.values() if r.get("pretrained_reused")]
+    cost = f"{np.median(fresh) / 60:.0f} min per run with its pretraining" if fresh else ""
+    if reused:
+        cost += f"{', ' if cost else ''}{np.median(reused) / 60:.0f} min reusing the seed's"
+    return [
+        "Trained runs this report rests on (each a model under runs/search_controls/full/):"
+        f" {'; '.join(parts)}. Wall time on this 2-core machine, shared with other work"
+        f" (one torch thread): {cost}.",
+        "",
+    ]
