@@ -265,7 +265,8 @@ def write_report(s: dict, sections, out: Path, args, argv) -> int:
     if write:
         harness.write_section("search_controls", title, body, command, doc=args.doc,
                               keep_measured=args.report_only)  # fmt: skip
-    (out / "report.md").write_text(body)
+    else:  # kept beside the runs instead
+        (out / "report.md").write_text(body)
     print(body)
     return 0
 
