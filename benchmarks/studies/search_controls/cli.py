@@ -232,7 +232,7 @@ def reproduce(argv: list[str]) -> str:
 
 def write_report(s: dict, sections, out: Path, args, argv) -> int:
     """The report from every saved run and evaluation of this mode and budget."""
-    from benchmarks.studies.search_controls import analysis, report
+    from benchmarks.studies.search_controls import analysis, plot, report
 
     records = _load(out / TRAINED, s["budget"])
     evals = _load(out / "evals", s["budget"])
@@ -247,9 +247,7 @@ def write_report(s: dict, sections, out: Path, args, argv) -> int:
     if controls:
         mean = analysis.mean_rows([e["rows"] for e in controls.values()])
         png = png_dir / "search_controls_quadrants.png"
-        report.plot_controls(
-            mean, png, "Quadrants task: one trained model's heads under each driver"
-        )
+        plot.plot_controls(mean, png, "Quadrants task: one trained model's heads under each driver")
         parts += report.controls_section(controls, mean, png, s)
     levers_runs = {
         n: e
