@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import FootageError
+from inspector.geometry import glimpse_boxes
 from inspector.station.console.config import ConsoleSection
-from inspector.station.console.geometry import glimpse_boxes
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inspector.geometry import glimpse_boxes
 from inspector.profile import ScanSettings
 from inspector.scan import Scanner
-from inspector.station.console.geometry import glimpse_boxes
 
 
 @settings(max_examples=60, deadline=None)

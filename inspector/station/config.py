@@ -1,7 +1,7 @@
 """``StationConfig``: what ``inspector run --config STATION.yaml`` reads.
 
 Every field's type hint says what the YAML may hold; :func:`load_station_config`
-loads it with :func:`inspector.config.load_dataclass`, so a bad value is reported
+loads it with :func:`inspector.yamlio.dataclass_load.load_dataclass`, so a bad value is reported
 as ``station.yaml:12:9: mqtt.port: expected int, got 'high'`` and an unknown key
 lists the allowed ones. Command-line flags override after loading
 (:func:`apply_overrides`). Relative paths are relative to the working directory.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import ConfigError, ModelError, StationError
-from inspector.runtime.mqtt import MqttConfig, TlsConfig
+from inspector.station.mqtt import MqttConfig, TlsConfig
 
 #: Trigger modes: every frame is a part, or a message on ``<prefix>/trigger`` asks for one.
 TRIGGER_MODES = ("free-run", "mqtt")
@@ -25,8 +25,31 @@ BACKENDS = ("auto", "onnxruntime", "onnxruntime-cpu", "tensorrt")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+#: The longest station id (it names topics, the client id and every result).
+MAX_STATION_ID = 128
+
+
 def _bad_station_id(sid: str) -> bool:
-    return not sid or any(c in sid for c in "+#/") or sid != sid.strip()
+    # Spaces, control characters (a newline would forge log lines and topic levels),
+    # MQTT wildcards and separators are refused.
+    return (
+        not sid
+        or len(sid) > MAX_STATION_ID
+        or any(c in sid for c in "+#/")
+        or any(c.isspace() or not c.isprintable() for c in sid)
+    )
 
 
 @dataclass
@@ -135,6 +158,9 @@ class MqttSection:
     :param window: results published and not yet acknowledged, at most.
     :param reconnect_min_delay: first reconnect back-off in seconds.
     :param reconnect_max_delay: back-off ceiling in seconds.
+    :param max_payload: the largest result published (bytes); a larger one goes to the
+        outbox's dead-letter table instead of blocking the results after it. Set it at or
+        below the broker's packet limit (MQTT 5 learns the broker's own limit).
     """
 
     enabled: bool = True
@@ -151,6 +177,7 @@ class MqttSection:
     window: int = 32
     reconnect_min_delay: float = 1.0
     reconnect_max_delay: float = 30.0
+    max_payload: int = 128 * 1024
 
     def validate(self) -> None:
         """:raises ValueError: what :meth:`MqttConfig.check` finds (files, ports, protocol)."""
@@ -174,6 +201,7 @@ class MqttSection:
             protocol=str(self.protocol), triggers=triggers, window=int(self.window),
             reconnect_min_delay=float(self.reconnect_min_delay),
             reconnect_max_delay=float(self.reconnect_max_delay),
+            max_payload=int(self.max_payload),
         )  # fmt: skip
 
 
@@ -187,12 +215,16 @@ class OutboxSection:
     :param synchronous: ``FULL`` (survives power loss) or ``NORMAL`` (process death only).
     :param flush_timeout_s: at shutdown, wait this long for the broker to take what is left
         (the rest stays in the outbox for the next start).
+    :param commit_timeout_s: commits may fail (disk full, I/O error) this long before the
+        station stops and exits non-zero, naming every result it could not keep; no part
+        is taken while they fail.
     """
 
     path: str = "var/outbox.sqlite"
     limit: int = 50_000
     synchronous: str = "FULL"
     flush_timeout_s: float = 10.0
+    commit_timeout_s: float = 30.0
 
     def validate(self) -> None:
         """:raises ValueError: an empty path, a limit below 1, a bad synchronous mode."""
@@ -204,6 +236,8 @@ class OutboxSection:
             raise ValueError(f"outbox.synchronous must be FULL or NORMAL, got {self.synchronous!r}")
         if self.flush_timeout_s < 0:
             raise ValueError(f"outbox.flush_timeout_s must be >= 0, got {self.flush_timeout_s}")
+        if not self.commit_timeout_s >= 0:
+            raise ValueError(f"outbox.commit_timeout_s must be >= 0, got {self.commit_timeout_s}")
 
 
 @dataclass
@@ -269,7 +303,9 @@ class StationConfig:
     :param results_jsonl: also append every result as one JSON line to this file (none: off).
     :param footage: the footage store.
     :param metrics_port: Prometheus endpoint port (0: off).
-    :param metrics_host: address the Prometheus endpoint listens on.
+    :param metrics_host: address the Prometheus endpoint listens on; loopback only (the
+        endpoint has no credentials: scrape it through an authenticating proxy or a
+        sidecar on the same host).
     :param log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR`` (``--log-level`` wins).
     :param status_interval: seconds between status lines (stderr) and status messages.
     """
@@ -295,13 +331,19 @@ class StationConfig:
         """
         if _bad_station_id(self.station_id):
             raise ValueError(
-                f"station_id {self.station_id!r}: a non-empty id without spaces, + # or / "
-                "is required"
+                f"station_id {self.station_id[:80]!r}: a non-empty id of at most "
+                f"{MAX_STATION_ID} printable characters without spaces, + # or / is required"
             )
         if self.trigger.mode == "mqtt" and not self.mqtt.enabled:
             raise ValueError("trigger.mode mqtt needs mqtt.enabled (triggers arrive over MQTT)")
         if not 0 <= self.metrics_port < 65536:
             raise ValueError(f"metrics_port must be 0 (off) or a TCP port, got {self.metrics_port}")
+        if self.metrics_port and not _is_loopback(self.metrics_host):
+            raise ValueError(
+                f"metrics_host {self.metrics_host!r} is not a loopback address: the metrics "
+                "endpoint has no credentials, so it listens on this machine only (scrape it "
+                "through an authenticating proxy or a sidecar)"
+            )
         if str(self.log_level).upper() not in _LOG_LEVELS:
             raise ValueError(
                 f"log_level must be one of {', '.join(_LOG_LEVELS)}, got {self.log_level!r}"
@@ -333,7 +375,7 @@ def load_station_config(path: str | Path) -> StationConfig:
 
     :raises ConfigError: ``file:line:col: path: message``.
     """
-    from inspector.config import load_dataclass
+    from inspector.yamlio.dataclass_load import load_dataclass
 
     return load_dataclass(StationConfig, path, error=ConfigError)
 
@@ -394,13 +436,13 @@ def load_station_policy(section: ModelSection) -> Any:
 
     :raises ModelError: missing file, wrong kind, or a backend that does not fit.
     """
-    from inspector.runtime.backends import load_policy
+    from inspector.policy.load import load_policy
 
     path = Path(section.path)
     if section.backend.startswith("onnxruntime") and path.suffix.lower() == ".onnx":
         if not path.is_file():
             raise ModelError(f"model not found: {path}")
-        from inspector.runtime.onnx_backend import OrtPolicy
+        from inspector.policy.onnx_backend import OrtPolicy
 
         cpu = ["CPUExecutionProvider"] if section.backend == "onnxruntime-cpu" else None
         return OrtPolicy(path, providers=cpu, threads=section.threads)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import MissingDependencyError, ModelError
-from inspector.runtime.policy import INPUT_NAMES, OUTPUT_NAMES, Policy
+from inspector.policy.base import INPUT_NAMES, OUTPUT_NAMES, Policy
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class DeviceMemory:
     """
 
     def __init__(self, device: int = 0) -> None:
-        from inspector.export.tensorrt import import_cudart
+        from inspector.policy.trt_engine import import_cudart
 
         self._handles: list[Any] = []
         self._torch: Any = None
@@ -162,7 +162,7 @@ class TensorRTPolicy(Policy):
     backend = "tensorrt"
 
     def __init__(self, engine_path: str | os.PathLike[str], *, device: int = 0) -> None:
-        from inspector.export.tensorrt import import_tensorrt, read_sidecar
+        from inspector.policy.trt_engine import import_tensorrt, read_sidecar
 
         path = Path(engine_path)
         if not path.is_file():

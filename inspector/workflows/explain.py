@@ -26,6 +26,7 @@ from inspector.profile import Profile, load_profile
 from inspector.rrm.learned import LearnedRedistributor, episode_features
 from inspector.rrm.redistribution import redistribute
 from inspector.rrm.shaping import shaping_rewards
+from inspector.rrm.step import INFO_KEY as STEP_KEY
 from inspector.scan import ACTIONS
 
 GAMMA = 0.99
@@ -45,9 +46,9 @@ def record_episodes(
     env = InspectionEnv(profile, camera, params, teacher=model is None)
     policy = None
     if model is not None:
-        from inspector.runtime.backends import load_policy
+        from inspector.train.torch_policy import load_any_policy
 
-        policy = load_policy(model, allow_torch=True)
+        policy = load_any_policy(model)
     traces = []
     try:
         for ep in range(episodes):
@@ -67,6 +68,7 @@ def record_episodes(
                 nxt = info.get("teacher_next", 0)
                 done = term or trunc
                 sc = env.scanner
+                rec = info[STEP_KEY]
                 steps.append(
                     {
                         "step": len(steps),
@@ -75,11 +77,11 @@ def record_episodes(
                         "rect": list(sc.rect),
                         "terms": info["terms"],
                         "channels": {t.term: t.channel for t in profile.terms},
-                        "outcome": info["outcome"] * profile.rrm.outcome_weight,
-                        "process": info["process"] * profile.rrm.process_weight,
+                        "outcome": rec.outcome,
+                        "process": rec.process,
                         "raw": r,
-                        "phi_prev": info["phi_prev"],
-                        "phi": info["phi"],
+                        "phi_prev": rec.phi_prev,
+                        "phi": rec.phi,
                     }
                 )
             traces.append(
@@ -158,10 +160,10 @@ def print_table(profile: Profile, trace: dict[str, Any]) -> None:
 
 def plot_trace(profile: Profile, trace: dict[str, Any], out: Path) -> None:
     """Stacked per-term rewards, the redistributed reward over them, and the glimpse path."""
-    from inspector.report import _plt, draw_path
+    from inspector.report import draw_path, pyplot
     from inspector.scan import PathPoint
 
-    plt = _plt()
+    plt = pyplot()
     names = [t.term for t in profile.terms]
     steps = trace["steps"]
     x = np.arange(len(steps))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inspector.runtime.policy import Policy
+from inspector.policy.base import Policy
 from inspector.scan import STOP, PathPoint, Scanner
 
 

@@ -1,4 +1,4 @@
-"""The reward-profile format, described once as specs (see :mod:`inspector.yamlspec`).
+"""The reward-profile format, described once as specs (see :mod:`inspector.yamlio.spec`).
 
 The same description validates profiles (:func:`inspector.profile.load_profile`) and
 writes the JSON Schema (:func:`inspector.profile.profile_schema`). Term entries and
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inspector.terms import CHANNELS, PROCESS
-from inspector.yamlspec import (
+from inspector.yamlio.spec import (
     Anything,
     Boolean,
     Either,

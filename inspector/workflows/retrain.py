@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import FootageError, InspectorError
+from inspector.files import atomic_path, sha256_bytes, sha256_file, write_atomic
 from inspector.footage.store import FootageStore, FrameRecord
-from inspector.footage_hash import sha256_bytes, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +107,10 @@ def entropy(probs: Sequence[float]) -> float:
 
 
 def _scanner(policy: Any):
-    from inspector.profile import ScanSettings
     from inspector.scan import Scanner
 
-    budget = policy.meta.step_budget or 12
-    return Scanner(ScanSettings(**dict(policy.meta.scan)), budget), budget
+    scanner = Scanner.from_metadata(policy.meta)
+    return scanner, scanner.budget
 
 
 def evaluate_all(
@@ -123,7 +122,7 @@ def evaluate_all(
 ) -> dict[str, Any]:
     """Run ``policy`` once on every frame of a finite camera and compute ``eval``'s metrics.
 
-    :param policy: any :class:`inspector.runtime.policy.Policy`.
+    :param policy: any :class:`inspector.policy.base.Policy`.
     :param camera: driver name (``store``, ``folder``).
     :param camera_params: its parameters.
     :param truth_ok_class: the label that means ok in the footage.
@@ -131,7 +130,7 @@ def evaluate_all(
         None when the footage has labels the model cannot declare.
     """
     from inspector.camera import open_camera
-    from inspector.runtime.agent import run_episode
+    from inspector.policy.agent import run_episode
     from inspector.train.evaluate import metrics
 
     scanner, budget = _scanner(policy)
@@ -176,7 +175,7 @@ def select_uncertain(
     :param n: how many to return.
     :returns: ``(record, entropy, max probability, verdict)`` tuples.
     """
-    from inspector.runtime.agent import run_episode
+    from inspector.policy.agent import run_episode
 
     scanner, budget = _scanner(policy)
     scored = []
@@ -202,9 +201,9 @@ def _partial_init(
     import torch
 
     from inspector.profile import load_profile
-    from inspector.runtime.torch_backend import load_trained
     from inspector.scan import ACTIONS
     from inspector.train.runner import build_model, make_vec_env
+    from inspector.train.torch_policy import load_trained
 
     small = cfg.replace(n_envs=1, vec_env="dummy", w_kd=0.0)
     env = make_vec_env(str(profile_path), STORE_DRIVER, params, small, False)
@@ -230,6 +229,8 @@ def _partial_init(
         init.mkdir(parents=True, exist_ok=True)
         model.save(str(init / "model.zip"))
         shutil.copyfile(profile_path, init / "profile.yaml")
+        # The network is rebuilt from these when the model loads (nothing is unpickled).
+        (init / "config.yaml").write_text(small.to_yaml())
     finally:
         env.close()
     return init, fresh
@@ -272,10 +273,9 @@ def plot_comparison(
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = out.with_suffix(".tmp.png")
-    fig.savefig(tmp)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp)
     plt.close(fig)
-    tmp.replace(out)
 
 
 # -- retrain -----------------------------------------------------------------------------
@@ -310,10 +310,9 @@ def retrain(
     from inspector.export.onnx import export_onnx
     from inspector.footage import registry as reg
     from inspector.profile import load_profile
-    from inspector.runtime.backends import load_policy
-    from inspector.runtime.torch_backend import load_trained
     from inspector.train.config import TrainConfig
     from inspector.train.runner import train_run
+    from inspector.train.torch_policy import load_any_policy, load_trained
 
     gate = gate or Gate()
     cfg = cfg or TrainConfig()
@@ -387,8 +386,8 @@ def retrain(
     held_params: dict[str, Any] = {"path": str(footage.resolve()), "split": "heldout"}
     if lmap:
         held_params["label_map"] = lmap
-    base_pol = load_policy(base_path, allow_torch=True)
-    cand_pol = load_policy(result.model_path, allow_torch=True)
+    base_pol = load_any_policy(base_path)
+    cand_pol = load_any_policy(result.model_path)
     base_eval = evaluate_all(base_pol, STORE_DRIVER, held_params, truth_ok_class=prof.ok_class)
     cand_eval = evaluate_all(cand_pol, STORE_DRIVER, held_params, truth_ok_class=prof.ok_class)
     view = "full" if base_eval["full"] is not None and cand_eval["full"] is not None else "binary"
@@ -448,9 +447,7 @@ def retrain(
         report["promoted"] = True
     title = "held-out frames, " + ("per-class" if view == "full" else "ok vs defect") + " view"
     plot_comparison(base_m, cand_m, title, out / "retrain_report.png")
-    tmp = out / ".retrain_report.json.tmp"
-    tmp.write_text(json.dumps(report, indent=2, default=_json_default))
-    tmp.replace(out / "retrain_report.json")
+    write_atomic(out / "retrain_report.json", json.dumps(report, indent=2, default=_json_default))
     return report
 
 

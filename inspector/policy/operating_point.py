@@ -1,7 +1,7 @@
 """The operating point: how readily a model calls a part defective.
 
 A trained model's verdict comes from its class probabilities through the profile's
-outcome values (:func:`inspector.runtime.policy.decide_verdict`). Training with a
+outcome values (:func:`inspector.policy.base.decide_verdict`). Training with a
 class-balanced verdict loss makes those probabilities as if every class were equally
 common, so on a line where most parts are good the false-alarm rate can be higher than
 the station can live with. The operating point is one number, ``ok_bias``: the log-odds
@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import InspectorError, ModelError
+from inspector.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -199,10 +200,7 @@ class OperatingPoint:
         path = Path(run_dir) / FILE
         doc = asdict(self)
         doc["created_at"] = doc["created_at"] or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        tmp.replace(path)
-        return path
+        return write_atomic(path, json.dumps(doc, indent=1) + "\n")
 
 
 def read_ok_bias(model_path: str | Path, model_sha256: str) -> float:

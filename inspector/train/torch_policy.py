@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from inspector.errors import ModelError
-from inspector.runtime.ensemble import EPS
-from inspector.runtime.policy import ModelMeta, Policy
+from inspector.policy.base import ModelMeta, Policy
+from inspector.policy.ensemble import EPS
 
 
 class PolicyGraph(nn.Module):
@@ -53,7 +53,7 @@ class EnsembleGraph(nn.Module):
     """A verdict ensemble as one torch module (what ``export --ensemble`` traces).
 
     The lead (first) graph's move logits and value; the class probabilities are the
-    members' normalised geometric mean, as :class:`inspector.runtime.ensemble.EnsemblePolicy`
+    members' normalised geometric mean, as :class:`inspector.policy.ensemble.EnsemblePolicy`
     computes them.
 
     :param graphs: the members' :class:`PolicyGraph`, lead first.
@@ -78,7 +78,7 @@ def meta_for_model(
     """ModelMeta of a trained model and its profile.
 
     :param ok_bias: the run's calibrated operating point
-        (:func:`inspector.runtime.operating_point.read_ok_bias`).
+        (:func:`inspector.policy.operating_point.read_ok_bias`).
     """
     from inspector import __version__
     from inspector.scan import ACTIONS, state_size
@@ -132,12 +132,14 @@ class TorchPolicy(Policy):
 def load_trained(path: str | Path) -> tuple[Any, Any, str]:
     """Load a training run's model: (model, profile, sha256 of the model file).
 
-    ``path`` is the model ``.zip`` or the run directory holding ``model.zip`` and
-    ``profile.yaml``.
+    ``path`` is the model ``.zip`` or the run directory holding ``model.zip``,
+    ``profile.yaml`` and ``config.yaml``. Nothing in the zip is unpickled
+    (:mod:`inspector.train.safe_load`): the network is rebuilt from the run's
+    profile and config and takes the zip's weights, read as plain tensors.
     """
-    from inspector.footage_hash import sha256_file
+    from inspector.files import sha256_file
     from inspector.profile import load_profile
-    from inspector.train.hybrid import HybridPPO
+    from inspector.train.safe_load import load_model
 
     p = Path(path)
     if p.is_dir():
@@ -148,8 +150,21 @@ def load_trained(path: str | Path) -> tuple[Any, Any, str]:
     if not prof_path.is_file():
         raise ModelError(f"{p}: no profile.yaml beside the model (train writes one)")
     profile = load_profile(str(prof_path))
-    try:
-        model = HybridPPO.load(str(p), device="cpu")
-    except Exception as exc:  # a corrupt zip must be a clear error, not a traceback
-        raise ModelError(f"cannot load model {p}: {exc}") from exc
+    model = load_model(p, profile)
     return model, profile, sha256_file(p)
+
+
+def load_any_policy(path: str | Path, *, threads: int = 1) -> Policy:
+    """:func:`inspector.policy.load.load_policy`, and also a trained ``.zip`` or run directory.
+
+    For development and evaluation (``eval``, ``calibrate``, retraining, explain);
+    stations call ``load_policy``, which refuses what would unpickle.
+    """
+    from inspector.policy.load import REFUSED, load_policy
+    from inspector.policy.operating_point import read_ok_bias
+
+    p = Path(path)
+    if p.is_dir() or p.suffix.lower() in REFUSED:
+        model, profile, sha = load_trained(p)
+        return TorchPolicy(model, meta_for_model(model, profile, sha, read_ok_bias(p, sha)))
+    return load_policy(p, threads=threads)

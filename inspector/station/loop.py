@@ -1,10 +1,10 @@
 """The inspection station: camera -> agent -> Result -> outbox -> MQTT, footage and metrics.
 
 For each part the station grabs a frame, runs the agent with
-:func:`inspector.runtime.agent.run_episode` (the same :class:`~inspector.scan.Scanner`
-the training environment uses), builds a :class:`~inspector.runtime.result.Result`,
+:func:`inspector.policy.agent.run_episode` (the same :class:`~inspector.scan.Scanner`
+the training environment uses), builds a :class:`~inspector.station.result.Result`,
 records the frame in the footage store (the reference goes into the result), and
-hands the result to the :class:`~inspector.runtime.reporter.Reporter`, whose committer
+hands the result to the :class:`~inspector.station.reporter.Reporter`, whose committer
 thread commits it to the outbox (group commit) and then publishes it. A corrupt frame,
 a camera timeout or a failed inspection becomes an error result, is counted, and the
 station carries on. While the outbox is full the station takes no new part (it never
@@ -30,24 +30,24 @@ from typing import Any, Protocol, TextIO
 import numpy as np
 
 from inspector.errors import InspectorError, ModelError, StationError
-from inspector.footage_hash import sha256_file
-from inspector.runtime.agent import run_episode
-from inspector.runtime.camera_feed import (
+from inspector.files import sha256_file
+from inspector.policy.agent import run_episode
+from inspector.station.camera_feed import (
     CameraEnded,
     CameraFailed,
     CameraFeed,
     CameraTimeout,
     check_frame,
 )
-from inspector.runtime.metrics import StationMetrics
-from inspector.runtime.mqtt import Publisher, Trigger
-from inspector.runtime.reporter import Reporter
-from inspector.runtime.result import Result
-from inspector.runtime.station_config import (
+from inspector.station.config import (
     StationConfig,
     check_profile,
     load_station_policy,
 )
+from inspector.station.metrics import StationMetrics
+from inspector.station.mqtt import Publisher, Trigger
+from inspector.station.reporter import Reporter
+from inspector.station.result import Result
 
 log = logging.getLogger(__name__)
 
@@ -123,14 +123,12 @@ class Station:
 
     # -- set-up ----------------------------------------------------------------------
     def _scanner(self) -> Any:
-        from inspector.profile import ScanSettings
         from inspector.scan import Scanner
 
         try:
-            settings = ScanSettings(**dict(self.meta.scan))
-        except TypeError as exc:
-            raise ModelError(f"{self.cfg.model.path}: unusable scan settings: {exc}") from None
-        return Scanner(settings, self.budget)
+            return Scanner.from_metadata(self.meta, self.budget)
+        except ModelError as exc:
+            raise ModelError(f"{self.cfg.model.path}: {exc}") from None
 
     def _open_configured_camera(self) -> Any:
         from inspector.camera import open_camera
@@ -154,7 +152,7 @@ class Station:
         )
 
     def _reporter(self) -> Reporter:
-        from inspector.runtime.outbox import Outbox
+        from inspector.station.outbox import Outbox
 
         o = self.cfg.outbox
         outbox = Outbox(o.path, limit=o.limit, synchronous=o.synchronous)
@@ -275,12 +273,18 @@ class Station:
 
         :param max_parts: stop after this many parts (error results included).
         :returns: 0.
+        :raises StationError: outbox commits failed for ``outbox.commit_timeout_s``: the
+            station stopped; the message names the results it could not keep.
         """
         if self.feed is None:
             self.start()
+        failure = None
         try:
             while not self._stop.is_set() and not self._ended:
                 if max_parts is not None and self.metrics.parts >= max_parts:
+                    break
+                failure = self._commit_failure()
+                if failure is not None:
                     break
                 self._tick()
                 if not self._accepting():
@@ -294,17 +298,41 @@ class Station:
                     self.step(None)
         finally:
             self.close()
+        if failure is not None:
+            lost = list(getattr(self.reporter, "lost", []))
+            what = "no result was lost"
+            if lost:
+                shown = ", ".join(lost[:10]) + (
+                    f" and {len(lost) - 10} more" if len(lost) > 10 else ""
+                )
+                what = f"{len(lost)} results could not be committed and are lost: {shown}"
+            raise StationError(f"stopped: {failure}; {what}")
         return 0
+
+    def _commit_failure(self) -> str | None:
+        """Why the station must stop (commits failing for too long), or None."""
+        since = getattr(self.reporter, "failing_since", None)
+        if since is None:
+            return None
+        waited = time.monotonic() - since
+        if waited < self.cfg.outbox.commit_timeout_s:
+            return None
+        err = getattr(self.reporter, "last_commit_error", None) or "unknown error"
+        return f"outbox commits failed for {waited:.0f} s ({err})"
 
     def _accepting(self) -> bool:
         ok = bool(getattr(self.reporter, "accepting", True))
         now = time.monotonic()
         if not ok and self._full_since is None:
             self._full_since = now
-            self._say(
-                f"[{self.cfg.station_id}] OUTBOX FULL: not taking parts until the broker "
-                "takes results"
-            )
+            err = getattr(self.reporter, "last_commit_error", None)
+            if err:
+                self._say(f"[{self.cfg.station_id}] OUTBOX COMMITS FAIL ({err}): not taking parts")
+            else:
+                self._say(
+                    f"[{self.cfg.station_id}] OUTBOX FULL: not taking parts until the broker "
+                    "takes results"
+                )
             self._status_line()
         elif ok and self._full_since is not None:
             waited = now - self._full_since
@@ -440,7 +468,9 @@ class Station:
         self._count_errors("outbox", getattr(self.reporter, "commit_errors", 0))
         st = self.reporter.status() if hasattr(self.reporter, "status") else None
         if st is not None:
-            self.metrics.link(st.outbox_depth, st.outbox_full, st.connected)
+            self.metrics.link(
+                st.outbox_depth, st.outbox_full, st.connected, getattr(st, "dead_letters", 0)
+            )
             self._count_errors("broker", st.errors)  # refused, lost, TLS
         if time.monotonic() - self._last_status >= self.cfg.status_interval:
             self._status_line(st)
@@ -463,6 +493,8 @@ class Station:
             else:
                 broker = f"DOWN ({st.last_error})" if st.last_error else "connecting"
             full = " FULL" if st.outbox_full else ""
+            dead = getattr(st, "dead_letters", 0)
+            full += f" ({dead} dead-lettered)" if dead else ""
             text += f" | outbox {st.outbox_depth}{full} | broker {broker}"
         return text
 
@@ -506,7 +538,11 @@ class Station:
         self.metrics.close()
         self.policy.close()
         last = self.status_text(st, word="stopped:")
-        if not ok:
+        lost = list(getattr(self.reporter, "lost", []))
+        if lost:
+            # Never claim they were kept: they were not committed anywhere.
+            last += f" ({len(lost)} results could not be committed and are LOST)"
+        elif not ok:
             last += " (unacknowledged results kept in the outbox for the next start)"
         self._say(last)
         return ok

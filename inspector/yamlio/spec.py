@@ -3,7 +3,7 @@
 A profile format is described once, as a tree of specs (:class:`Number`,
 :class:`String`, :class:`Record`, ...). The same tree
 
-* checks a :class:`~inspector.yamlloc.YNode` tree, raising a ProfileError
+* checks a :class:`~inspector.yamlio.located.YNode` tree, raising a ProfileError
   that carries the value's file, line, column and path
   (``terms[2].reward: expected a number, got 'high'``), and
 * writes the JSON Schema (draft 2020-12) that editors use,
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inspector.errors import ProfileError
-from inspector.yamlloc import Checker, YNode, describe, join_path, type_hint
+from inspector.yamlio.located import Checker, YNode, describe, join_path, type_hint
 
 
 class Spec:

@@ -15,7 +15,7 @@ calibrated as a whole: the members' own operating points do not carry over, so i
 starts at ok bias 0 and ``inspector calibrate`` chooses its bias.
 
 ``inspector export RUN --ensemble RUN2 ...`` writes the ensemble as one ONNX graph
-(:class:`inspector.runtime.torch_backend.EnsembleGraph`) with the lead's metadata and
+(:class:`inspector.train.torch_policy.EnsembleGraph`) with the lead's metadata and
 ``inspector.ensemble`` (the members' model sha256, lead first), so the station,
 ``calibrate`` and the TensorRT engine build run it like any other model.
 """
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from inspector.errors import ModelError
-from inspector.runtime.policy import ModelMeta, Policy
+from inspector.policy.base import ModelMeta, Policy
 
 #: Probabilities are clipped here before the log (the geometric mean of a zero is zero).
 EPS = 1e-9
