@@ -375,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(body)
     if not args.no_write:
-        write_section("console", "Operator console", body, doc=args.doc)
+        cmd = " ".join(["python -m benchmarks.speed.console", *(argv or sys.argv[1:])])
+        write_section("console", "Operator console", body, command=cmd, doc=args.doc)
     return 0
 
 

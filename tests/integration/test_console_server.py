@@ -107,3 +107,15 @@ def test_access_methods_feedback_and_events(station_model, tmp_path, caplog):
         (row,) = list_feedback(store)
         rec = store.get(row.frame_id)
     assert (rec.label_source, row.result_id, row.station) == ("operator:bob", part["id"], "line7")
+
+
+def test_console_benchmark_runs_at_a_tiny_size(station_model, tmp_path):
+    from types import SimpleNamespace
+
+    from benchmarks.speed import console as bench
+
+    args = SimpleNamespace(params={"size": 128}, parts=20, rounds=1)
+    out = bench.throughput(station_model, tmp_path, args)
+    assert set(out["median"]) == {bench.WITHOUT, bench.WITH} and out["ratio"] > 0
+    assert out["cpu_ms"][bench.WITH]["loop"] > 0
+    assert out["client_latency_s"] and all(x >= 0 for x in out["client_latency_s"])
