@@ -38,3 +38,14 @@ def label_map(text: str | None) -> dict[str, str]:
             raise InspectorError(f"--label-map expects old:new[,old:new...], got {text!r}")
         out[k.strip()] = v.strip()
     return out
+
+
+def fraction(text: str) -> float:
+    """``type=`` for rates 0..1 (false-alarm ceilings, recall floors)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction 0..1, got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction 0..1, got {text!r}")
+    return v

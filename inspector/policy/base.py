@@ -92,9 +92,11 @@ class ModelMeta:
 
     @classmethod
     def from_props(cls, props: Mapping[str, str], source: str = "model") -> ModelMeta:
-        """Parse metadata_props written by :meth:`to_props`.
+        """Parse metadata_props written by :meth:`to_props`, checking types and sizes.
 
-        :raises ModelError: a key is missing or not valid JSON.
+        :raises ModelError: a key is missing, not valid JSON, or of the wrong type or size
+            (classes that are not a list of distinct names, an outcome matrix that is not
+            one row and column per class, ...).
         """
         try:
             get = {
@@ -102,24 +104,137 @@ class ModelMeta:
                 for k, v in props.items()
                 if k.startswith(META_PREFIX)
             }
-            return cls(
-                classes=tuple(get["classes"]),
-                actions=tuple(get["actions"]),
-                scan=dict(get["scan"]),
-                state_size=int(get["state_size"]),
-                outcome_matrix=np.asarray(get["outcome_matrix"], dtype=np.float64),
-                profile_name=get.get("profile_name", ""),
-                profile_sha256=get.get("profile_sha256", ""),
-                model_sha256=get.get("model_sha256", ""),
-                step_budget=int(get.get("step_budget", 0)),
-                exporter_version=get.get("exporter_version", ""),
-                ok_bias=float(get.get("ok_bias", 0.0)),
-                ensemble=tuple(str(x) for x in get.get("ensemble", ())),
-            )
-        except (KeyError, ValueError, TypeError) as exc:
+            missing = [
+                k
+                for k in ("classes", "actions", "scan", "state_size", "outcome_matrix")
+                if k not in get
+            ]
+            if missing:
+                raise KeyError(missing[0])
+        except (KeyError, ValueError, TypeError, RecursionError) as exc:
             raise ModelError(
                 f"{source}: not an inspector model (metadata missing or broken: {exc})"
             ) from None
+        return cls._checked(get, source)
+
+    @classmethod
+    def _checked(cls, get: Mapping[str, Any], source: str) -> ModelMeta:
+        """The metadata, its types and sizes checked (one ModelError line when not)."""
+
+        def bad(what: str) -> ModelError:
+            return ModelError(f"{source}: broken model metadata: {what}")
+
+        def names(key: str) -> tuple[str, ...]:
+            v = get[key]
+            if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
+                raise bad(f"{key} must be a non-empty list of names")
+            if len(set(v)) != len(v):
+                raise bad(f"{key} names one twice")
+            return tuple(v)
+
+        def count(v: Any, what: str, lo: int = 1) -> int:
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 1_000_000:
+                raise bad(f"{what} must be a whole number >= {lo}, got {v!r:.40}")
+            return v
+
+        try:
+            classes, actions = names("classes"), names("actions")
+            scan = get["scan"]
+            if not isinstance(scan, dict):
+                raise bad("scan must be an object")
+            matrix = np.asarray(get["outcome_matrix"], dtype=np.float64)
+        except KeyError as exc:
+            raise bad(f"{exc} missing") from None
+        except (ValueError, TypeError) as exc:
+            raise bad(f"outcome_matrix is not a matrix of numbers ({exc})") from None
+        if matrix.shape != (len(classes), len(classes)) or not np.isfinite(matrix).all():
+            raise bad(
+                f"outcome_matrix must be {len(classes)}x{len(classes)} finite numbers "
+                f"(one row and column per class), got shape {list(matrix.shape)}"
+            )
+        ok_bias = get.get("ok_bias", 0.0)
+        if isinstance(ok_bias, bool) or not isinstance(ok_bias, (int, float)):
+            raise bad(f"ok_bias must be a number, got {ok_bias!r:.40}")
+        if not np.isfinite(ok_bias):
+            raise bad("ok_bias must be finite")
+        for key in ("profile_name", "profile_sha256", "model_sha256", "exporter_version"):
+            if not isinstance(get.get(key, ""), str):
+                raise bad(f"{key} must be a string")
+        ensemble = get.get("ensemble", [])
+        if not isinstance(ensemble, list):
+            raise bad("ensemble must be a list")
+        return cls(
+            classes=classes,
+            actions=actions,
+            scan=dict(scan),
+            state_size=count(get.get("state_size"), "state_size"),
+            outcome_matrix=matrix,
+            profile_name=get.get("profile_name", ""),
+            profile_sha256=get.get("profile_sha256", ""),
+            model_sha256=get.get("model_sha256", ""),
+            step_budget=count(get.get("step_budget", 0), "step_budget", lo=0),
+            exporter_version=get.get("exporter_version", ""),
+            ok_bias=float(ok_bias),
+            ensemble=tuple(str(x) for x in ensemble),
+        )
+
+    def expected_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Per-sample shapes of the graph's inputs and outputs this metadata implies."""
+        s = self.scan
+        g, o, m = int(s["glimpse"]), int(s["overview"]), int(s["memory"])
+        return {
+            "glimpse": (m, g, g),
+            "overview": (1, o, o),
+            "state": (int(self.state_size),),
+            "action_logits": (len(self.actions),),
+            "class_probs": (len(self.classes),),
+            "value": (1,),
+        }
+
+
+def check_contract(meta: ModelMeta, shapes: Mapping[str, Any], source: str = "model") -> None:
+    """Refuse a graph whose inputs or outputs do not fit its own metadata.
+
+    A model whose metadata names more classes than its graph outputs (or any other
+    such mismatch) would start and then fail every part; this makes it one line at
+    start instead.
+
+    :param meta: the model's metadata.
+    :param shapes: name -> shape of each graph input and output, batch first; a
+        dimension that is not an int (symbolic, dynamic) is not checked.
+    :param source: the file, for the message.
+    :raises ModelError: a missing tensor or a static dimension that does not fit.
+    """
+    from inspector.scan import ACTIONS
+
+    if tuple(meta.actions) != tuple(ACTIONS):
+        raise ModelError(
+            f"{source}: the model's actions {list(meta.actions)} are not this version's "
+            f"{list(ACTIONS)}"
+        )
+    for key in ("glimpse", "overview", "memory"):
+        v = meta.scan.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
+            raise ModelError(f"{source}: broken model metadata: scan.{key} is {v!r:.40}")
+    for name, want in meta.expected_shapes().items():
+        if name not in shapes:
+            raise ModelError(f"{source}: the graph has no {name!r} tensor")
+        got = list(shapes[name])
+        if len(got) != 1 + len(want):
+            raise ModelError(
+                f"{source}: {name} has {len(got)} dimensions, the contract says "
+                f"{1 + len(want)} ([N, {', '.join(map(str, want))}])"
+            )
+        for k, (g, w) in enumerate(zip(got[1:], want), start=1):
+            if isinstance(g, int) and g > 0 and g != w:
+                what = {
+                    "class_probs": f"the metadata names {w} classes",
+                    "action_logits": f"the metadata names {w} actions",
+                }.get(name, f"the metadata implies {w}")
+                raise ModelError(
+                    f"{source}: {name} dimension {k} is {g} but {what}; "
+                    f"the model file is inconsistent (re-export it)"
+                )
 
 
 def decide_verdict(probs: np.ndarray, outcome_matrix: np.ndarray, ok_bias: float = 0.0) -> int:

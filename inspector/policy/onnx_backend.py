@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from inspector.errors import MissingDependencyError, ModelError
-from inspector.policy.base import INPUT_NAMES, ModelMeta, Policy
+from inspector.policy.base import INPUT_NAMES, ModelMeta, Policy, check_contract
 
 
 def _ort():
@@ -29,6 +30,11 @@ def read_meta(path: str | Path) -> ModelMeta:
     except Exception as exc:
         raise ModelError(f"{path}: not a readable ONNX model ({exc})") from None
     return ModelMeta.from_props(sess.get_modelmeta().custom_metadata_map, str(path))
+
+
+def graph_shapes(session: Any) -> dict[str, list[Any]]:
+    """name -> shape of an ONNX Runtime session's inputs and outputs (symbolic dims as str)."""
+    return {t.name: list(t.shape) for t in (*session.get_inputs(), *session.get_outputs())}
 
 
 class OrtPolicy(Policy):
@@ -65,6 +71,8 @@ class OrtPolicy(Policy):
         names = [i.name for i in self.session.get_inputs()]
         if sorted(names) != sorted(INPUT_NAMES):
             raise ModelError(f"{self.path}: inputs {names}, expected {list(INPUT_NAMES)}")
+        # Metadata and graph must agree now, not at the first part.
+        check_contract(meta, graph_shapes(self.session), str(self.path))
         self.providers = self.session.get_providers()
 
     def forward(self, obs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import ConfigError, ModelError, StationError
+from inspector.station.console.config import ConsoleSection
 from inspector.station.mqtt import MqttConfig, TlsConfig
 from inspector.station.opcua.settings import OpcuaSection
 from inspector.station.shadow import ShadowSection
@@ -28,8 +29,31 @@ BACKENDS = ("auto", "onnxruntime", "onnxruntime-cpu", "tensorrt")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+#: The longest station id (it names topics, the client id and every result).
+MAX_STATION_ID = 128
+
+
 def _bad_station_id(sid: str) -> bool:
-    return not sid or any(c in sid for c in "+#/") or sid != sid.strip()
+    # Spaces, control characters (a newline would forge log lines and topic levels),
+    # MQTT wildcards and separators are refused.
+    return (
+        not sid
+        or len(sid) > MAX_STATION_ID
+        or any(c in sid for c in "+#/")
+        or any(c.isspace() or not c.isprintable() for c in sid)
+    )
 
 
 @dataclass
@@ -139,6 +163,9 @@ class MqttSection:
     :param window: results published and not yet acknowledged, at most.
     :param reconnect_min_delay: first reconnect back-off in seconds.
     :param reconnect_max_delay: back-off ceiling in seconds.
+    :param max_payload: the largest result published (bytes); a larger one goes to the
+        outbox's dead-letter table instead of blocking the results after it. Set it at or
+        below the broker's packet limit (MQTT 5 learns the broker's own limit).
     """
 
     enabled: bool = True
@@ -155,6 +182,7 @@ class MqttSection:
     window: int = 32
     reconnect_min_delay: float = 1.0
     reconnect_max_delay: float = 30.0
+    max_payload: int = 128 * 1024
 
     def validate(self) -> None:
         """:raises ValueError: what :meth:`MqttConfig.check` finds (files, ports, protocol)."""
@@ -178,6 +206,7 @@ class MqttSection:
             protocol=str(self.protocol), triggers=triggers, window=int(self.window),
             reconnect_min_delay=float(self.reconnect_min_delay),
             reconnect_max_delay=float(self.reconnect_max_delay),
+            max_payload=int(self.max_payload),
         )  # fmt: skip
 
 
@@ -191,12 +220,16 @@ class OutboxSection:
     :param synchronous: ``FULL`` (survives power loss) or ``NORMAL`` (process death only).
     :param flush_timeout_s: at shutdown, wait this long for the broker to take what is left
         (the rest stays in the outbox for the next start).
+    :param commit_timeout_s: commits may fail (disk full, I/O error) this long before the
+        station stops and exits non-zero, naming every result it could not keep; no part
+        is taken while they fail.
     """
 
     path: str = "var/outbox.sqlite"
     limit: int = 50_000
     synchronous: str = "FULL"
     flush_timeout_s: float = 10.0
+    commit_timeout_s: float = 30.0
 
     def validate(self) -> None:
         """:raises ValueError: an empty path, a limit below 1, a bad synchronous mode."""
@@ -208,6 +241,8 @@ class OutboxSection:
             raise ValueError(f"outbox.synchronous must be FULL or NORMAL, got {self.synchronous!r}")
         if self.flush_timeout_s < 0:
             raise ValueError(f"outbox.flush_timeout_s must be >= 0, got {self.flush_timeout_s}")
+        if not self.commit_timeout_s >= 0:
+            raise ValueError(f"outbox.commit_timeout_s must be >= 0, got {self.commit_timeout_s}")
 
 
 @dataclass
@@ -273,9 +308,12 @@ class StationConfig:
     :param results_jsonl: also append every result as one JSON line to this file (none: off).
     :param footage: the footage store.
     :param metrics_port: Prometheus endpoint port (0: off).
-    :param metrics_host: address the Prometheus endpoint listens on.
+    :param metrics_host: address the Prometheus endpoint listens on; loopback only (the
+        endpoint has no credentials: scrape it through an authenticating proxy or a
+        sidecar on the same host).
     :param log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR`` (``--log-level`` wins).
     :param status_interval: seconds between status lines (stderr) and status messages.
+    :param console: the operator console (a live web page; off by default).
     :param opcua: the OPC UA server and its PLC handshake (docs/opcua.md).
     :param shadow: a candidate model judging the same frames beside the live one (its
         verdicts go into the results' ``shadow`` field and footage, never acted on).
@@ -294,6 +332,7 @@ class StationConfig:
     metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"
     status_interval: float = 10.0
+    console: ConsoleSection = field(default_factory=ConsoleSection)
     opcua: OpcuaSection = field(default_factory=OpcuaSection)
     shadow: ShadowSection = field(default_factory=ShadowSection)
 
@@ -304,8 +343,8 @@ class StationConfig:
         """
         if _bad_station_id(self.station_id):
             raise ValueError(
-                f"station_id {self.station_id!r}: a non-empty id without spaces, + # or / "
-                "is required"
+                f"station_id {self.station_id[:80]!r}: a non-empty id of at most "
+                f"{MAX_STATION_ID} printable characters without spaces, + # or / is required"
             )
         if self.trigger.mode == "mqtt" and not self.mqtt.enabled:
             raise ValueError("trigger.mode mqtt needs mqtt.enabled (triggers arrive over MQTT)")
@@ -313,6 +352,12 @@ class StationConfig:
             raise ValueError("trigger.mode opcua needs opcua.enabled (a PLC triggers over OPC UA)")
         if not 0 <= self.metrics_port < 65536:
             raise ValueError(f"metrics_port must be 0 (off) or a TCP port, got {self.metrics_port}")
+        if self.metrics_port and not _is_loopback(self.metrics_host):
+            raise ValueError(
+                f"metrics_host {self.metrics_host!r} is not a loopback address: the metrics "
+                "endpoint has no credentials, so it listens on this machine only (scrape it "
+                "through an authenticating proxy or a sidecar)"
+            )
         if str(self.log_level).upper() not in _LOG_LEVELS:
             raise ValueError(
                 f"log_level must be one of {', '.join(_LOG_LEVELS)}, got {self.log_level!r}"
@@ -326,7 +371,8 @@ class StationConfig:
         :raises ConfigError: one line naming the setting.
         """
         sections = (self.camera, self.model, self.trigger, self.mqtt, self.outbox,
-                    self.footage.keep, self.footage, self.opcua, self.shadow, self)  # fmt: skip
+                    self.footage.keep, self.footage, self.console, self.opcua, self.shadow,
+                    self)  # fmt: skip
         for s in sections:
             try:
                 s.validate()

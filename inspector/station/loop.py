@@ -124,6 +124,7 @@ class Station:
         self._thread_errors: dict[str, int] = {}  # see _count_errors
         self._publishing = False
         self._closed = False
+        self.console: Any = None  # the operator console, when config.console.enabled
         self._plc_full = False
 
     # -- set-up ----------------------------------------------------------------------
@@ -255,10 +256,16 @@ class Station:
             p = Path(self.cfg.results_jsonl)
             p.parent.mkdir(parents=True, exist_ok=True)
             self._jsonl = open(p, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if self.cfg.console.enabled:
+            from inspector.station.console import start_console
+
+            self.console = start_console(self)
         for line in self.banner():
             self._say(line)
         if self.cfg.metrics_port:
             self._say(f"  metrics  http://{self.cfg.metrics_host}:{self.cfg.metrics_port}/metrics")
+        if self.console is not None:
+            self._say(f"  console  {self.console.url}")
         self._last_status = time.monotonic()
 
     def _open_camera(self) -> None:
@@ -300,12 +307,18 @@ class Station:
 
         :param max_parts: stop after this many parts (error results included).
         :returns: 0.
+        :raises StationError: outbox commits failed for ``outbox.commit_timeout_s``: the
+            station stopped; the message names the results it could not keep.
         """
         if self.feed is None:
             self.start()
+        failure = None
         try:
             while not self._stop.is_set() and not self._ended:
                 if max_parts is not None and self.metrics.parts >= max_parts:
+                    break
+                failure = self._commit_failure()
+                if failure is not None:
                     break
                 self._tick()
                 if not self._accepting():
@@ -320,7 +333,27 @@ class Station:
                     self.step(None)
         finally:
             self.close()
+        if failure is not None:
+            lost = list(getattr(self.reporter, "lost", []))
+            what = "no result was lost"
+            if lost:
+                shown = ", ".join(lost[:10]) + (
+                    f" and {len(lost) - 10} more" if len(lost) > 10 else ""
+                )
+                what = f"{len(lost)} results could not be committed and are lost: {shown}"
+            raise StationError(f"stopped: {failure}; {what}")
         return 0
+
+    def _commit_failure(self) -> str | None:
+        """Why the station must stop (commits failing for too long), or None."""
+        since = getattr(self.reporter, "failing_since", None)
+        if since is None:
+            return None
+        waited = time.monotonic() - since
+        if waited < self.cfg.outbox.commit_timeout_s:
+            return None
+        err = getattr(self.reporter, "last_commit_error", None) or "unknown error"
+        return f"outbox commits failed for {waited:.0f} s ({err})"
 
     def _accepting(self) -> bool:
         if self.opcua is not None and not self.opcua.accepting:
@@ -336,10 +369,14 @@ class Station:
         now = time.monotonic()
         if not ok and self._full_since is None:
             self._full_since = now
-            self._say(
-                f"[{self.cfg.station_id}] OUTBOX FULL: not taking parts until the broker "
-                "takes results"
-            )
+            err = getattr(self.reporter, "last_commit_error", None)
+            if err:
+                self._say(f"[{self.cfg.station_id}] OUTBOX COMMITS FAIL ({err}): not taking parts")
+            else:
+                self._say(
+                    f"[{self.cfg.station_id}] OUTBOX FULL: not taking parts until the broker "
+                    "takes results"
+                )
             self._status_line()
         elif ok and self._full_since is not None:
             waited = now - self._full_since
@@ -387,6 +424,8 @@ class Station:
         self._record(result, image)
         self._report(result)
         self.metrics.part(result, time.perf_counter() - t0)
+        if self.console is not None:
+            self.console.offer(result, image)  # a deque append: never waits
         return result
 
     def _count_driver_reconnects(self) -> None:
@@ -478,7 +517,9 @@ class Station:
         self._count_errors("outbox", getattr(self.reporter, "commit_errors", 0))
         st = self.reporter.status() if hasattr(self.reporter, "status") else None
         if st is not None:
-            self.metrics.link(st.outbox_depth, st.outbox_full, st.connected)
+            self.metrics.link(
+                st.outbox_depth, st.outbox_full, st.connected, getattr(st, "dead_letters", 0)
+            )
             self._count_errors("broker", st.errors)  # refused, lost, TLS
         if time.monotonic() - self._last_status >= self.cfg.status_interval:
             self._status_line(st)
@@ -501,6 +542,8 @@ class Station:
             else:
                 broker = f"DOWN ({st.last_error})" if st.last_error else "connecting"
             full = " FULL" if st.outbox_full else ""
+            dead = getattr(st, "dead_letters", 0)
+            full += f" ({dead} dead-lettered)" if dead else ""
             text += f" | outbox {st.outbox_depth}{full} | broker {broker}"
         return text
 
@@ -519,6 +562,8 @@ class Station:
         if self._closed:
             return True
         self._closed = True
+        if self.console is not None:
+            self.console.close()  # first: it reads the station, never after it is closed
         if self.feed is not None:
             self.feed.close()
         if self.recorder is not None and hasattr(self.recorder, "close"):
@@ -548,7 +593,11 @@ class Station:
         self.metrics.close()
         self.policy.close()
         last = self.status_text(st, word="stopped:")
-        if not ok:
+        lost = list(getattr(self.reporter, "lost", []))
+        if lost:
+            # Never claim they were kept: they were not committed anywhere.
+            last += f" ({len(lost)} results could not be committed and are LOST)"
+        elif not ok:
             last += " (unacknowledged results kept in the outbox for the next start)"
         self._say(last)
         return ok

@@ -76,6 +76,9 @@ class StationMetrics:
                           registry=reg),
             "connected": Gauge("inspector_broker_connected", "1 while the broker link is up",
                                registry=reg),
+            "dead": Gauge("inspector_outbox_dead_letters",
+                          "Results moved aside because the broker would not take them",
+                          registry=reg),
             "reconnects": Counter("inspector_camera_reconnects", "Camera reopens and reconnects",
                                   registry=reg),
         }  # fmt: skip
@@ -119,9 +122,10 @@ class StationMetrics:
         if self._p:
             self._p["reconnects"].inc(n)
 
-    def link(self, depth: int, full: bool, connected: bool) -> None:
+    def link(self, depth: int, full: bool, connected: bool, dead_letters: int = 0) -> None:
         """Set the outbox and broker gauges."""
         if self._p:
+            self._p["dead"].set(dead_letters)
             self._p["depth"].set(depth)
             self._p["full"].set(1 if full else 0)
             self._p["connected"].set(1 if connected else 0)

@@ -29,6 +29,17 @@ and at once while someone waits in :meth:`Publisher.flush`): one SQLite transact
 pump wake-up per batch instead of per part. A crash between PUBACK and delete only means
 the result is published again, which receivers de-duplicate anyway.
 
+A result the broker will not take (larger than ``max_payload`` or than the broker's
+maximum packet size, or refused in an MQTT 5 PUBACK as too large or malformed) would sit
+at the head of the outbox and hold back every later result, across restarts; it is moved
+to the outbox's dead-letter table instead (:meth:`Outbox.dead_letter`), with an ERROR log
+line and the ``dead_letters`` count in :class:`LinkStatus`.
+
+Triggers are untrusted input: the payload is bounded (:data:`MAX_TRIGGER_BYTES`), and so
+are ``part_id`` and ``correlation_id`` (:data:`MAX_TRIGGER_ID`, printable); every paho
+callback catches everything (a RecursionError from a deeply nested payload included), so
+paho's network thread never dies under the station while its status says ``online``.
+
 Errors never reach the station: a refused connection (bad credentials, ACL), a TLS failure
 or a lost broker is logged at ERROR on every attempt, kept in :attr:`Publisher.last_error`,
 and retried with exponential back-off (paho's ``reconnect_delay_set`` and ``loop_start``).
@@ -61,6 +72,13 @@ ACK_DELAY_S = 0.05
 
 #: Schema id of the status document.
 STATUS_SCHEMA = "inspector.status/1"
+#: The largest trigger payload read (bytes); larger ones are counted and dropped.
+MAX_TRIGGER_BYTES = 4096
+#: The longest ``part_id`` or ``correlation_id`` a trigger may carry (characters).
+MAX_TRIGGER_ID = 128
+#: MQTT 5 PUBACK reason codes that concern the message itself (not the client's rights):
+#: Packet too large, Payload format invalid. Such a result is dead-lettered, not retried.
+_MESSAGE_REFUSALS = (0x95, 0x99)
 _PROTOCOLS = {"3.1.1": "MQTTv311", "311": "MQTTv311", "v311": "MQTTv311", "5": "MQTTv5",
               "5.0": "MQTTv5", "v5": "MQTTv5"}  # fmt: skip
 
@@ -102,6 +120,9 @@ class MqttConfig:
     :param reconnect_min_delay: first back-off delay in seconds.
     :param reconnect_max_delay: back-off ceiling in seconds.
     :param trigger_queue: triggers waiting for the station, at most (more are dropped, loudly).
+    :param max_payload: the largest result published (bytes); a larger one goes to the
+        outbox's dead-letter table instead of blocking every later result. Brokers cap
+        packets (AWS IoT at 128 KiB); with MQTT 5 the broker's own cap also counts.
     """
 
     station: str
@@ -120,6 +141,7 @@ class MqttConfig:
     reconnect_min_delay: float = 1.0
     reconnect_max_delay: float = 30.0
     trigger_queue: int = 1000
+    max_payload: int = 128 * 1024
 
     @property
     def topic_prefix(self) -> str:
@@ -154,6 +176,10 @@ class MqttConfig:
         """
         if not self.station or any(c in self.station for c in "+#/"):
             raise StationError(f"mqtt: station id {self.station!r} must be non-empty without + # /")
+        if not 1024 <= int(self.max_payload) <= 268_435_455:
+            raise StationError(
+                f"mqtt.max_payload must be 1024 to 268435455 bytes, got {self.max_payload}"
+            )
         if any(c in self.topic_prefix for c in "+#") or not self.topic_prefix:
             raise StationError(f"mqtt.prefix {self.topic_prefix!r} must not contain + or #")
         if str(self.protocol) not in _PROTOCOLS:
@@ -189,22 +215,44 @@ class Trigger:
     received_at: float = field(default_factory=time.time)
 
 
+def _trigger_id(key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"trigger {key} must be a string, got {type(value).__name__}")
+    if isinstance(value, int) and abs(value) >= 2**63:
+        raise ValueError(f"trigger {key} is an integer beyond 64 bits")
+    text = str(value)
+    if not text or len(text) > MAX_TRIGGER_ID:
+        raise ValueError(f"trigger {key} must be 1 to {MAX_TRIGGER_ID} characters, got {len(text)}")
+    if not text.isprintable():
+        raise ValueError(f"trigger {key} holds control characters")
+    return text
+
+
 def parse_trigger(payload: bytes) -> Trigger:
     """Parse a trigger payload: empty, or a JSON object with optional string fields.
 
-    :raises ValueError: not JSON, not an object, or a field of the wrong type.
+    Bounded: at most :data:`MAX_TRIGGER_BYTES` of UTF-8, ``part_id`` and
+    ``correlation_id`` strings (or integers) of 1 to :data:`MAX_TRIGGER_ID` printable
+    characters. Other keys are ignored.
+
+    :raises ValueError: too large, not UTF-8 JSON, nested too deeply, not an object, or a
+        field of the wrong type or size.
     """
+    if len(payload) > MAX_TRIGGER_BYTES:
+        raise ValueError(f"payload of {len(payload)} bytes (limit {MAX_TRIGGER_BYTES})")
     if not payload.strip():
         return Trigger()
-    doc = json.loads(payload)
+    try:
+        doc = json.loads(payload.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("payload is not UTF-8") from None
+    except RecursionError:
+        raise ValueError("payload nested too deeply") from None
     if not isinstance(doc, dict):
         raise ValueError("a trigger must be a JSON object")
-    out: dict[str, str | None] = {}
-    for key in ("part_id", "correlation_id"):
-        v = doc.get(key)
-        if v is not None and not isinstance(v, (str, int)):
-            raise ValueError(f"trigger {key} must be a string, got {type(v).__name__}")
-        out[key] = None if v is None else str(v)
+    out = {key: _trigger_id(key, doc.get(key)) for key in ("part_id", "correlation_id")}
     return Trigger(**out)
 
 
@@ -223,6 +271,9 @@ class LinkStatus:
     :param errors: connection and delivery errors so far.
     :param triggers: triggers received.
     :param bad_triggers: trigger payloads that were not understood (logged, dropped).
+    :param dead_letters: results in the outbox's dead-letter table (never delivered: the
+        broker would not take them); they no longer hold back the others.
+    :param callback_errors: exceptions caught in paho callbacks (logged).
     """
 
     connected: bool
@@ -236,6 +287,8 @@ class LinkStatus:
     errors: int
     triggers: int
     bad_triggers: int
+    dead_letters: int = 0
+    callback_errors: int = 0
 
 
 def _paho() -> Any:
@@ -308,8 +361,11 @@ class Publisher:
         self._counts: dict[str, Any] = {}
         self._n = dict.fromkeys(
             ("published", "acknowledged", "republished", "connects", "errors", "triggers",
-             "bad_triggers"), 0,
+             "bad_triggers", "callback_errors"), 0,
         )  # fmt: skip
+        # Results the broker will not take, waiting for the pump to move them aside.
+        self._dead: dict[str, tuple[OutboxItem, str]] = {}
+        self._broker_max_packet: int | None = None
         self._pump_thread: threading.Thread | None = None
         self._client = self._make_client()
 
@@ -360,12 +416,29 @@ class Publisher:
         client.will_set(
             self.status_topic, self._status_payload("offline", "connection lost"), 1, True
         )
-        client.on_connect = self._on_connect
-        client.on_disconnect = self._on_disconnect
-        client.on_publish = self._on_publish
-        client.on_message = self._on_message
-        client.on_subscribe = self._on_subscribe
+        # Every callback is guarded: an exception escaping one kills paho's network thread.
+        client.on_connect = self._guarded(self._on_connect)
+        client.on_disconnect = self._guarded(self._on_disconnect)
+        client.on_publish = self._guarded(self._on_publish)
+        client.on_message = self._guarded(self._on_message)
+        client.on_subscribe = self._guarded(self._on_subscribe)
         return client
+
+    def _guarded(self, callback: Any) -> Any:
+        """``callback``, with every exception caught, counted and logged."""
+
+        def run(*args: Any) -> None:
+            try:
+                callback(*args)
+            except Exception as exc:  # RecursionError, MemoryError's cousins, bugs
+                with self._lock:
+                    self._n["callback_errors"] += 1
+                log.error(
+                    "mqtt: %s failed (%s: %s); carrying on",
+                    callback.__name__, type(exc).__name__, str(exc)[:200],
+                )  # fmt: skip
+
+        return run
 
     def start(self) -> Publisher:
         """Start connecting (in the background) and publishing. Returns self."""
@@ -390,9 +463,14 @@ class Publisher:
     # -- what the station calls ------------------------------------------------------
     @property
     def connected(self) -> bool:
-        """The broker accepted us and the connection is up."""
+        """The broker accepted us, the connection is up and paho's network thread runs."""
         with self._lock:
-            return self._connected
+            up = self._connected
+        return up and self._network_alive()
+
+    def _network_alive(self) -> bool:
+        thread = getattr(self._client, "_thread", None)
+        return thread is None or thread.is_alive()
 
     def notify(self) -> None:
         """The outbox has new results: publish them now, on the calling thread (call after put).
@@ -463,12 +541,15 @@ class Publisher:
     def status(self) -> LinkStatus:
         """A snapshot for the status line and the metrics."""
         depth = self.outbox.depth()
+        dead = self.outbox.dead_letter_count()
+        alive = self._network_alive()
         with self._lock:
             return LinkStatus(
-                connected=self._connected,
+                connected=self._connected and alive,
                 outbox_depth=depth,
                 outbox_full=depth >= self.outbox.limit,
                 last_error=self.last_error,
+                dead_letters=dead,
                 **self._n,
             )
 
@@ -535,6 +616,8 @@ class Publisher:
                 f"(check username, password and the broker's ACL); retrying"
             )
             return
+        cap = getattr(props, "MaximumPacketSize", None) if props is not None else None
+        self._broker_max_packet = int(cap) if isinstance(cap, int) and cap > 0 else None
         with self._publish_lock:
             # paho would re-send its in-memory copies after this callback; the outbox
             # re-sends instead, from the oldest unacknowledged row, so order holds.
@@ -595,7 +678,11 @@ class Publisher:
                 # The PUBACK beat the pump's bookkeeping after publish() returned.
                 self._early[mid] = reason
                 return
-            if reason is not None and reason.is_failure:
+            if reason is not None and reason.is_failure and reason.value in _MESSAGE_REFUSALS:
+                # About this message, not our rights: retrying cannot help.
+                self._dead[item.id] = (item, f"the broker refused it: {reason}")
+                self._dirty = True
+            elif reason is not None and reason.is_failure:
                 refused = (item, reason)
                 self._refuse_locked()
             else:
@@ -642,10 +729,10 @@ class Publisher:
             return
         try:
             trig = parse_trigger(msg.payload)
-        except ValueError as exc:
+        except Exception as exc:  # ValueError, and anything a hostile payload finds
             with self._lock:
                 self._n["bad_triggers"] += 1
-            log.warning("mqtt: ignored a trigger on %s: %s", msg.topic, exc)
+            log.warning("mqtt: ignored a trigger on %s: %s", msg.topic, str(exc)[:200])
             return
         try:
             self.triggers.put_nowait(trig)
@@ -695,7 +782,12 @@ class Publisher:
     def _pump(self) -> None:
         while True:
             with self._cond:
-                while not (self._stopping or self._acks_due_locked() or self._can_fill_locked()):
+                while not (
+                    self._stopping
+                    or self._acks_due_locked()
+                    or self._can_fill_locked()
+                    or self._dead
+                ):
                     self._cond.wait(ACK_DELAY_S if self._acks else 0.25)
                     # Poll now and then: something else may have put into the outbox.
                     self._dirty = True
@@ -707,6 +799,7 @@ class Publisher:
                 self.outbox.ack_many(acks)
                 with self._cond:
                     self._cond.notify_all()  # flush() waits on the depth
+            self._move_dead()
             if stopping:
                 return
             self._check_full()
@@ -717,6 +810,30 @@ class Publisher:
                 self._error(f"publishing results failed: {exc}")
                 with self._cond:
                     self._cond.wait(0.5)
+
+    def _move_dead(self) -> None:
+        """Move the results the broker will not take to the dead-letter table."""
+        with self._lock:
+            dead = list(self._dead.values())
+        for item, reason in dead:
+            if self.outbox.dead_letter(item.id, reason):
+                log.error(
+                    "mqtt: result seq %d (id %s, %d bytes) moved to the outbox's dead-letter "
+                    "table: %s; later results go on",
+                    item.seq, item.id, len(item.payload.encode()), reason,
+                )  # fmt: skip
+            with self._cond:
+                self._dead.pop(item.id, None)
+                self._dirty = True
+                self._cond.notify_all()  # flush() waits on the depth
+
+    def payload_limit(self) -> int:
+        """The largest result payload published now (bytes): ``max_payload``, and under
+        MQTT 5 the broker's maximum packet size less the PUBLISH header."""
+        limit = int(self.config.max_payload)
+        if self._broker_max_packet:
+            limit = min(limit, self._broker_max_packet - len(self.result_topic.encode()) - 16)
+        return limit
 
     def _can_fill_locked(self) -> bool:
         return (
@@ -736,12 +853,35 @@ class Publisher:
             space = self.config.window - len(self._inflight)
             cursor = self._cursor
         rows = self.outbox.pending(space, after_seq=cursor)
+        limit = self.payload_limit()
         for row in rows:
+            size = len(row.payload.encode())
+            with self._lock:
+                if self._session != session:
+                    return  # a reconnect started over; never move the cursor past its rows
+                if row.id in self._dead:
+                    self._cursor = max(self._cursor, row.seq)
+                    continue
+                if size > limit:
+                    # Sent, it would be dropped (or the connection cut) and sent again
+                    # forever, holding back every later result: move it aside.
+                    self._dead[row.id] = (row, f"{size} bytes, over the limit of {limit}")
+                    self._cursor = max(self._cursor, row.seq)
+                    self._cond.notify_all()
+                    continue
             with self._publish_lock:
                 with self._lock:
                     if self._session != session or not self._connected:
                         return
-                info = self._client.publish(self.result_topic, row.payload, qos=1)
+                try:
+                    info = self._client.publish(self.result_topic, row.payload, qos=1)
+                except ValueError as exc:  # paho: payload beyond what MQTT can carry
+                    with self._cond:
+                        self._dead[row.id] = (row, str(exc))
+                        if self._session == session:
+                            self._cursor = max(self._cursor, row.seq)
+                        self._cond.notify_all()
+                    continue
                 if info.rc != 0:  # MQTT_ERR_SUCCESS
                     # Not connected after all; on_connect starts over from the outbox.
                     return

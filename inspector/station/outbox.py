@@ -47,6 +47,16 @@ CREATE TABLE IF NOT EXISTS results (
     payload TEXT NOT NULL
 )
 """
+#: Results a broker would not take (see :meth:`Outbox.dead_letter`).
+_DEAD_SQL = """
+CREATE TABLE IF NOT EXISTS dead_letters (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    moved_at REAL NOT NULL
+)
+"""
 
 
 def _document(result: Result | Mapping[str, Any] | str) -> dict[str, Any]:
@@ -171,7 +181,9 @@ class Outbox:
                 )
             db.execute(f"PRAGMA synchronous={self.synchronous}")
             db.execute(_SCHEMA_SQL)
+            db.execute(_DEAD_SQL)
             self._depth = int(db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+            self._dead = int(db.execute("SELECT COUNT(*) FROM dead_letters").fetchone()[0])
             row = db.execute("SELECT seq FROM sqlite_sequence WHERE name='results'").fetchone()
             top = db.execute("SELECT MAX(seq) FROM results").fetchone()[0]
             # sqlite_sequence remembers the highest seq ever used, even after every row
@@ -186,6 +198,11 @@ class Outbox:
         self._db = db
         if self._depth:
             log.info("outbox %s: %d unacknowledged results from before", self.path, self._depth)
+        if self._dead:
+            log.warning(
+                "outbox %s: %d results in the dead-letter table (never delivered; see "
+                "Outbox.dead_letters)", self.path, self._dead,
+            )  # fmt: skip
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -304,6 +321,63 @@ class Outbox:
                         )  # fmt: skip
             self._depth -= removed
             return removed
+
+    def dead_letter(self, result_id: str, reason: str) -> bool:
+        """Move a pending result the broker will not take to the dead-letter table.
+
+        One transaction: the row leaves ``results`` and enters ``dead_letters`` (with the
+        reason and the time) together, so it is neither lost nor published again, and it
+        no longer holds back the results after it. The table survives restarts.
+
+        :param result_id: the result's ``id``.
+        :param reason: why it cannot be delivered (kept with it).
+        :returns: True when it was moved; False when it was not pending or the move
+            failed (logged; the row stays and is tried again).
+        """
+        import time
+
+        with self._lock:
+            db = self._conn()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                moved = db.execute(
+                    "INSERT OR REPLACE INTO dead_letters (seq, id, payload, reason, moved_at) "
+                    "SELECT seq, id, payload, ?, ? FROM results WHERE id = ?",
+                    (str(reason)[:1000], time.time(), result_id),
+                ).rowcount
+                db.execute("DELETE FROM results WHERE id = ?", (result_id,))
+                db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                log.error(
+                    "outbox %s: cannot move %s to the dead letters: %s", self.path, result_id, exc
+                )
+                return False
+            self._depth -= moved
+            self._dead += moved
+            return moved == 1
+
+    def dead_letter_count(self) -> int:
+        """Number of results in the dead-letter table."""
+        with self._lock:
+            return self._dead
+
+    def dead_letters(self, n: int = 100) -> list[tuple[OutboxItem, str]]:
+        """Up to ``n`` dead-lettered results with their reasons, oldest first.
+
+        :param n: how many at most.
+        """
+        with self._lock:
+            rows = (
+                self._conn()
+                .execute(
+                    "SELECT seq, id, payload, reason FROM dead_letters ORDER BY seq LIMIT ?",
+                    (int(n),),
+                )
+                .fetchall()
+            )
+        return [(OutboxItem(int(s), str(i), str(p)), str(r)) for s, i, p, r in rows]
 
     # -- reading ---------------------------------------------------------------------
     def pending(self, n: int = 100, after_seq: int = 0) -> list[OutboxItem]:

@@ -19,7 +19,9 @@ queue is bounded by :attr:`Reporter.accepting`: the station takes no new part wh
 
 A commit that fails (disk full, I/O error) is logged, counted in
 :attr:`Reporter.commit_errors` and retried with back-off; the results stay queued
-meanwhile, so the station stops taking parts instead of dropping them.
+meanwhile, and :attr:`Reporter.accepting` is false until a commit succeeds again, so
+the station stops taking parts instead of piling up results it cannot keep. What is
+still uncommitted at :meth:`Reporter.close` is named in :attr:`Reporter.lost`.
 """
 
 from __future__ import annotations
@@ -71,6 +73,12 @@ class Reporter:
         self.on_committed = on_committed
         #: Failed commit attempts so far (each one logged).
         self.commit_errors = 0
+        #: When the commits started failing (monotonic), None while they succeed.
+        self.failing_since: float | None = None
+        #: The latest commit error, None while commits succeed.
+        self.last_commit_error: str | None = None
+        #: Ids of the results given up at close because they could not be committed.
+        self.lost: list[str] = []
         self._warned_full = False
         self._closed = False
         self._cond = threading.Condition()
@@ -94,7 +102,15 @@ class Reporter:
             error); background: the reporter is closed.
         """
         if not self.background:
-            seq = self.outbox.put(result)
+            try:
+                seq = self.outbox.put(result)
+            except StationError as exc:
+                self.commit_errors += 1
+                self.last_commit_error = str(exc)
+                if self.failing_since is None:
+                    self.failing_since = time.monotonic()
+                raise
+            self.failing_since = self.last_commit_error = None
             self._committed([result])
             return seq
         with self._cond:
@@ -112,7 +128,9 @@ class Reporter:
 
     @property
     def accepting(self) -> bool:
-        """False while the outbox is full or too many results wait for their commit."""
+        """False while the outbox is full, commits fail, or too many results wait."""
+        if self.failing_since is not None:
+            return False  # the disk refuses: no new part until a commit goes through
         queued = self.queued  # counted against the outbox limit too: they will be rows
         return queued < self.queue_limit and self.outbox.depth() + queued < self.outbox.limit
 
@@ -127,6 +145,7 @@ class Reporter:
                 connected=False, outbox_depth=depth, outbox_full=depth >= self.outbox.limit,
                 last_error=None, published=0, acknowledged=0, republished=0, connects=0,
                 errors=0, triggers=0, bad_triggers=0,
+                dead_letters=self.outbox.dead_letter_count(),
             )  # fmt: skip
         if queued:
             st = dataclasses.replace(st, outbox_depth=st.outbox_depth + queued)
@@ -167,6 +186,7 @@ class Reporter:
             self._thread.join(10.0)
         if lost:
             committed = False
+            self.lost = [r.id for r in lost]
             log.error(
                 "outbox %s: %d results could not be committed and are lost: %s",
                 self.outbox.path, len(lost), ", ".join(r.id for r in lost),
@@ -221,6 +241,9 @@ class Reporter:
                 delay = min(5.0, delay * 2)
                 continue
             delay = 0.1
+            if done and self.failing_since is not None:
+                log.warning("outbox commits succeed again")
+                self.failing_since = self.last_commit_error = None
             self._committed(done)
             with self._cond:
                 self._busy = 0
@@ -230,6 +253,9 @@ class Reporter:
         """Count and log a failed commit; put ``results`` back at the front of the queue,
         in order, for the committer's next try. The caller holds ``self._cond``."""
         self.commit_errors += 1
+        self.last_commit_error = str(exc)
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
         log.error("outbox commit failed (%d results wait; retrying): %s", len(results), exc)
         self._queue.extendleft(reversed(results))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import shutil
 import time
 from collections import deque
@@ -135,12 +136,16 @@ def build_model(env: Any, profile: Profile, cfg: TrainConfig, teacher: Any, tb_d
 
 
 def resolve_teacher(cfg: TrainConfig, teacher_path: str | None) -> Any:
-    """``scripted``, a loaded model's policy, or None."""
+    """``scripted``, a loaded model's policy, an ensemble directory's teacher, or None."""
     spec = teacher_path or cfg.teacher
     if spec in (None, "", "none"):
         return None
     if spec == "scripted":
         return "scripted"
+    from inspector.train.distill import is_ensemble_dir, load_ensemble_teacher
+
+    if is_ensemble_dir(spec):  # distillation: a verdict ensemble teaches (train --members)
+        return load_ensemble_teacher(spec)
     from inspector.train.torch_policy import load_trained
 
     model, _, _ = load_trained(spec)
@@ -312,6 +317,70 @@ def save_checkpoint(model: Any, out: Path) -> Path:
     return path
 
 
+#: The largest ``latest.json`` read (bytes).
+MAX_LATEST_BYTES = 64 * 1024
+
+
+def _finite_or_none(value: Any, key: str, where: Path) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InspectorError(
+            f"{where}: normaliser.{key} must be a finite number, got {value!r:.40}"
+        )
+    return float(value)
+
+
+def read_latest(out: Path) -> tuple[dict[str, Any], Path]:
+    """``checkpoints/latest.json`` of a run, checked: (state, checkpoint path).
+
+    The checkpoint it names must be a ``ckpt_*.zip`` file inside the run's
+    ``checkpoints/`` folder (no path separators, no symlink out); the normaliser's
+    numbers must be finite.
+
+    :param out: the run directory.
+    :raises InspectorError: a damaged or hostile ``latest.json``.
+    """
+    ck = out / "checkpoints"
+    latest = ck / "latest.json"
+    try:
+        raw = latest.read_bytes()[: MAX_LATEST_BYTES + 1]
+        if len(raw) > MAX_LATEST_BYTES:
+            raise ValueError(f"over {MAX_LATEST_BYTES} bytes")
+        state = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise InspectorError(f"{latest}: cannot read it ({str(exc)[:120]})") from None
+    if not isinstance(state, dict):
+        raise InspectorError(f"{latest}: expected a JSON object")
+    name = state.get("path")
+    if (
+        not isinstance(name, str)
+        or not name.startswith("ckpt_")
+        or not name.endswith(".zip")
+        or "/" in name
+        or "\\" in name
+        or name in (".", "..")
+        or any(ord(c) < 32 for c in name)
+    ):
+        raise InspectorError(
+            f"{latest}: 'path' must name a ckpt_*.zip file in {ck}, got {name!r:.80}"
+        )
+    ckpt = ck / name
+    real_ck = os.path.realpath(ck)
+    if os.path.commonpath([real_ck, os.path.realpath(ckpt)]) != real_ck or not ckpt.is_file():
+        raise InspectorError(f"{latest}: checkpoint {name!r} is not a file inside {ck}")
+    norm = state.get("normaliser")
+    if norm is not None:
+        if not isinstance(norm, dict):
+            raise InspectorError(f"{latest}: 'normaliser' must be an object")
+        clean = {k: _finite_or_none(norm.get(k), k, latest) for k in ("mean", "var", "count")}
+        if None in clean.values() or clean["var"] < 0 or clean["count"] < 0:
+            raise InspectorError(f"{latest}: normaliser needs finite mean, var >= 0, count >= 0")
+        clean.update({k: _finite_or_none(norm.get(k), k, latest) for k in ("lo", "hi")})
+        state["normaliser"] = clean
+    return state, ckpt
+
+
 def train_run(
     profile_path: str,
     camera: str,
@@ -325,13 +394,21 @@ def train_run(
     progress: bool = True,
     evaluate_after: bool = True,
     init_from: str | None = None,
+    recipe: Mapping[str, Any] | None = None,
 ) -> TrainResult:
     """Train a policy; see ``inspector train --help``.
 
+    With held-out labelled frames (:func:`inspector.train.select.val_params`) the run
+    keeps its best model on them, not the last, and ends by choosing its operating point
+    there; report.json says which model was kept, why, and on which frames.
+
     :param init_from: a model whose weights initialise the new one (same spaces).
+    :param recipe: what the report says about the recipe (the preset; see
+        :func:`inspector.train.presets.describe`).
     """
-    from inspector.train.hybrid import HybridPPO
     from inspector.train.perception import freeze_glimpse_cnn
+    from inspector.train.safe_load import read_model_zip, restore
+    from inspector.train.select import BestOnVal, end_of_training, val_params
 
     cfg = cfg or TrainConfig()
     if timesteps < 1:
@@ -348,19 +425,26 @@ def train_run(
             json.dumps({"camera": camera, "params": dict(camera_params)}, indent=2)
         )
     teacher = resolve_teacher(cfg, teacher_path)
+    latest = out / "checkpoints" / "latest.json"
+    val, val_source = val_params(camera, camera_params, cfg)
+    sel = (
+        BestOnVal(
+            out, profile, camera, val, cfg, val_source, fresh=not (resume and latest.is_file())
+        )
+        if val is not None and cfg.select_interval > 0
+        else None
+    )
     env = make_vec_env(str(prof_copy), camera, camera_params, cfg, teacher == "scripted")
     tb = str(out / "tb")
-    latest = out / "checkpoints" / "latest.json"
     try:
         if resume and latest.is_file():
-            state = json.loads(latest.read_text())
-            model = HybridPPO.load(str(out / "checkpoints" / state["path"]), env=env, device="cpu")
-            model.teacher = teacher
+            state, ckpt = read_latest(out)
+            model = build_model(env, profile, cfg, teacher, tb)
+            restore(model, read_model_zip(ckpt), optimizer=True)
             if teacher is None:
                 model.w_kd = 0.0
             # The run's config decides (a checkpoint from before the option has none).
             model.verdict_on_stop = cfg.verdict_on_stop
-            model.tensorboard_log = tb
             norm = state.get("normaliser")
             if norm:
                 nm = model.rollout_buffer.normaliser
@@ -371,7 +455,7 @@ def train_run(
                 )
                 nm.lo = norm["lo"] if norm["lo"] is not None else np.inf
                 nm.hi = norm["hi"] if norm["hi"] is not None else -np.inf
-            log.warning("resuming from %s at step %d", state["path"], model.num_timesteps)
+            log.warning("resuming from %s at step %d", ckpt.name, model.num_timesteps)
             if cfg.perception_freeze:
                 freeze_glimpse_cnn(model)
             remaining = max(0, timesteps - model.num_timesteps)
@@ -399,34 +483,52 @@ def train_run(
             remaining = timesteps
             reset = True
         if remaining > 0:
+            callbacks = [_callbacks(out, cfg, timesteps, progress)]
             model.learn(
                 remaining,
-                callback=_callbacks(out, cfg, timesteps, progress),
+                callback=callbacks + ([sel.callback()] if sel else []),
                 reset_num_timesteps=reset,
                 tb_log_name="hybrid_ppo",
             )
         save_checkpoint(model, out)
         with atomic_path(out / "model.zip") as tmp:
             model.save(str(tmp))
+        ending = end_of_training(out, model, sel, camera, val, val_source, cfg)
     finally:
         env.close()
     report = None
     if evaluate_after and cfg.final_eval_episodes > 0:
-        report = evaluate_run(out, camera, {**camera_params, **cfg.eval_camera_params}, cfg)
+        extra = {**ending, **({"recipe": dict(recipe)} if recipe else {})}
+        params = {**camera_params, **cfg.eval_camera_params}
+        report = evaluate_run(out, camera, params, cfg, extra)
     return TrainResult(out, out / "model.zip", int(model.num_timesteps), report)
 
 
-def evaluate_run(out: Path, camera: str, params: Mapping[str, Any], cfg: TrainConfig) -> dict:
-    """Evaluate the run's model and write report.json + report.png."""
+def evaluate_run(
+    out: Path,
+    camera: str,
+    params: Mapping[str, Any],
+    cfg: TrainConfig,
+    extra: Mapping[str, Any] | None = None,
+) -> dict:
+    """Evaluate the run's model at its operating point; write report.json + report.png.
+
+    :param extra: sections added to the report (kept model, operating point, recipe).
+    """
+    from inspector.policy.operating_point import read_ok_bias
     from inspector.train.evaluate import evaluate, write_report
+    from inspector.train.select import frames_doc
     from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     model, profile, sha = load_trained(out)
-    policy = TorchPolicy(model, meta_for_model(model, profile, sha))
+    policy = TorchPolicy(model, meta_for_model(model, profile, sha, read_ok_bias(out, sha)))
     result, kept = evaluate(
         policy, camera, params, cfg.final_eval_episodes, ok_class=profile.ok_class, keep=6
     )
     result["model_sha256"] = sha
     result["scan"] = dict(policy.meta.scan)
+    result["ok_bias"] = policy.meta.ok_bias
+    result["eval_frames"] = frames_doc(camera, params, result["episodes"])
+    result.update(extra or {})
     write_report(result, kept, out / "report.json", out / "report.png")
     return result

@@ -132,12 +132,14 @@ class TorchPolicy(Policy):
 def load_trained(path: str | Path) -> tuple[Any, Any, str]:
     """Load a training run's model: (model, profile, sha256 of the model file).
 
-    ``path`` is the model ``.zip`` or the run directory holding ``model.zip`` and
-    ``profile.yaml``.
+    ``path`` is the model ``.zip`` or the run directory holding ``model.zip``,
+    ``profile.yaml`` and ``config.yaml``. Nothing in the zip is unpickled
+    (:mod:`inspector.train.safe_load`): the network is rebuilt from the run's
+    profile and config and takes the zip's weights, read as plain tensors.
     """
     from inspector.files import sha256_file
     from inspector.profile import load_profile
-    from inspector.train.hybrid import HybridPPO
+    from inspector.train.safe_load import load_model
 
     p = Path(path)
     if p.is_dir():
@@ -148,10 +150,7 @@ def load_trained(path: str | Path) -> tuple[Any, Any, str]:
     if not prof_path.is_file():
         raise ModelError(f"{p}: no profile.yaml beside the model (train writes one)")
     profile = load_profile(str(prof_path))
-    try:
-        model = HybridPPO.load(str(p), device="cpu")
-    except Exception as exc:  # a corrupt zip must be a clear error, not a traceback
-        raise ModelError(f"cannot load model {p}: {exc}") from exc
+    model = load_model(p, profile)
     return model, profile, sha256_file(p)
 
 

@@ -23,10 +23,12 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-PROFILE = REPO / "reward_profiles" / "lcd_panel.yaml"
+PROFILE = REPO / "reward_profiles" / "lcd_quadrants.yaml"
 #: The demo's panels: small frames (fast on 2 cores) whose 1-px points are invisible at
-#: the agent's 32-px overview, so the agent has to focus to find them.
-CAMERA = {"size": 128, "invisible_at": 32, "point_size": "1,1"}
+#: the agent's 32-px overview, so the agent has to focus to find them; a shallow pixel
+#: grid, on which the glimpse CNN sees a 1-px point at native resolution (the
+#: learning-efficiency study's quadrants task).
+CAMERA = {"size": 128, "invisible_at": 32, "point_size": "1,1", "grid": 0.25}
 STATION_SEED = 7
 
 
@@ -35,8 +37,9 @@ class DemoOptions:
     """Settings of the demo (CLI flags)."""
 
     out: Path = Path("demo")
-    timesteps: int = 8192
+    timesteps: int = 2048
     bc_samples: int = 8192
+    perception_samples: int = 8000
     parts: int = 200
     mqtt_host: str | None = None
     mqtt_port: int | None = None
@@ -142,13 +145,16 @@ class Subscriber:
 
 def _cache_key(opts: DemoOptions) -> str:
     h = hashlib.sha256(PROFILE.read_bytes())
-    h.update(json.dumps([CAMERA, opts.timesteps, opts.bc_samples, 1]).encode())
+    h.update(
+        json.dumps([CAMERA, opts.timesteps, opts.bc_samples, opts.perception_samples, 2]).encode()
+    )
     return h.hexdigest()
 
 
 def train_or_reuse(opts: DemoOptions) -> Path:
     """Train the demo policy, or reuse demo/run when it was trained with the same settings."""
-    from inspector.train.config import TrainConfig
+    from inspector.profile import load_profile
+    from inspector.train.presets import resolve
     from inspector.train.runner import train_run
 
     run = opts.out / "run"
@@ -161,17 +167,29 @@ def train_or_reuse(opts: DemoOptions) -> Path:
     if run.exists():
         shutil.rmtree(run)
     _say(
-        f"[1/5] training: behaviour cloning of the scripted teacher ({opts.bc_samples:,} steps), "
-        f"then HybridPPO ({opts.timesteps:,} steps) on synthetic panels with {PROFILE.name}"
+        f"[1/5] training (train's synthetic preset): perception pretraining on "
+        f"{opts.perception_samples:,} crops, cloning the scripted teacher "
+        f"({opts.bc_samples:,} steps), then HybridPPO ({opts.timesteps:,} steps) on synthetic "
+        f"panels with {PROFILE.name}; the best model on held-out panels is kept and calibrated"
     )
-    cfg = TrainConfig(
-        n_envs=4,
+    preset, cfg, _ = resolve("synthetic", "synthetic", load_profile(str(PROFILE)))
+    cfg = cfg.replace(
+        perception_samples=opts.perception_samples,
         bc_samples=opts.bc_samples,
-        bc_epochs=10,
+        select_episodes=min(100, opts.eval_episodes),
         final_eval_episodes=opts.eval_episodes,
         checkpoint_interval=10**9,
     )
-    train_run(str(PROFILE), "synthetic", dict(CAMERA), opts.timesteps, run, cfg, progress=True)
+    train_run(
+        str(PROFILE),
+        "synthetic",
+        dict(CAMERA),
+        opts.timesteps,
+        run,
+        cfg,
+        progress=True,
+        recipe={"name": preset.name, "about": preset.about},
+    )
     key_file.write_text(key)
     return run
 
@@ -210,6 +228,8 @@ def summarise(opts: DemoOptions, results: list[dict], wall_s: float, received: i
     defects = [i for i, t in enumerate(tr) if t != "ok"]
     oks = [i for i, t in enumerate(tr) if t == "ok"]
     recall = np.mean([labels[i] != "ok" for i in defects]) if defects else float("nan")
+    points = [i for i, t in enumerate(tr) if t == "point"]
+    point_recall = np.mean([labels[i] == "point" for i in points]) if points else float("nan")
     far = np.mean([labels[i] != "ok" for i in oks]) if oks else float("nan")
     acc = np.mean([a == b for a, b in zip(labels, tr)]) if tr else float("nan")
     lat = [r["latency_ms"] for r in decided]
@@ -219,6 +239,7 @@ def summarise(opts: DemoOptions, results: list[dict], wall_s: float, received: i
         ("verdicts", ", ".join(f"{k} {v}" for k, v in counts.items())),
         ("accuracy vs synthetic truth", f"{acc:.3f}"),
         ("defect recall", f"{recall:.3f}"),
+        ("point recall (1-px points, invisible in the overview)", f"{point_recall:.3f}"),
         ("false-alarm rate", f"{far:.3f}"),
         ("mean glimpses per part", f"{np.mean([r['steps'] for r in decided]):.2f}"),
         ("parts/s (station loop)", f"{len(results) / max(wall_s, 1e-9):.1f}"),
@@ -289,11 +310,15 @@ def run_demo(opts: DemoOptions) -> int:
     opts.out.mkdir(parents=True, exist_ok=True)
     run = train_or_reuse(opts)
     rep = json.loads((run / "report.json").read_text())
+    rec = rep["per_class_recall"]
     _say(
         f"[2/5] evaluation on {rep['episodes']} fixed parts: accuracy {rep['accuracy']:.3f}, "
+        f"recall line {rec['line']:.3f} / point {rec['point']:.3f}, "
         f"defect recall {rep['defect_recall']:.3f}, false alarms {rep['false_alarm_rate']:.3f}, "
         f"mean steps {rep['mean_steps']:.1f}, native share {rep['native_share']:.2f}"
     )
+    if rep.get("kept"):
+        _say(f"      kept: {rep['kept']['why']}; ok bias {rep.get('ok_bias', 0.0):+.2f}")
     onnx_path = opts.out / "model.onnx"
     ex = export_report(run, onnx_path, False, "synthetic", dict(CAMERA), n_obs=1000)
     p = ex["parity_fp32"]

@@ -229,6 +229,8 @@ def _partial_init(
         init.mkdir(parents=True, exist_ok=True)
         model.save(str(init / "model.zip"))
         shutil.copyfile(profile_path, init / "profile.yaml")
+        # The network is rebuilt from these when the model loads (nothing is unpickled).
+        (init / "config.yaml").write_text(small.to_yaml())
     finally:
         env.close()
     return init, fresh

@@ -38,7 +38,8 @@ def _from_node(cls: type[T], node: YNode, file: str, path: str, error: type) -> 
     for key, vnode in node.value.items():
         key_node = node.keys[key]
         key = str(key)
-        kpath = f"{path}.{key}" if path else key
+        shown = key if key.isprintable() else repr(key)  # a path stays one line
+        kpath = f"{path}.{shown}" if path else shown
         if key not in fields:
             close = difflib.get_close_matches(key, list(fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -55,6 +56,15 @@ def _from_node(cls: type[T], node: YNode, file: str, path: str, error: type) -> 
             kwargs[key] = _from_node(sub, vnode, file, kpath, error)
             continue
         value = vnode.to_python()
+        if sub is not None and not (value is None and type(None) in typing.get_args(hint_t)):
+            # A section must be a mapping (null only where the section is optional).
+            raise error(
+                f"{key}: expected a mapping of settings, got {_kind(value)}",
+                file=file,
+                line=vnode.line,
+                column=vnode.column,
+                path=kpath,
+            )
         try:
             if isinstance(value, float) and not math.isfinite(value):
                 raise ValueError(f"{key}: expected a finite number, got {value!r}")
@@ -78,6 +88,14 @@ def _from_node(cls: type[T], node: YNode, file: str, path: str, error: type) -> 
                 str(exc), file=file, line=node.line, column=node.column, path=path or None
             ) from None
     return obj
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {str(value)[:40]!r}"
 
 
 def _dataclass_in(hint: Any) -> type | None:

@@ -1,0 +1,62 @@
+"""What the station benchmarks share: a tiny exported model and a loopback mosquitto."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from benchmarks.harness import ROOT
+
+TRAIN_CONFIG = (
+    "n_envs: 1\nn_steps: 128\nbatch_size: 64\nn_epochs: 1\nfinal_eval_episodes: 0\nteacher: none\n"  # noqa: E501
+)
+
+
+def build_model(folder: Path) -> Path:
+    """Train 256 steps on the synthetic camera and export to ONNX (same as the tests)."""
+    from inspector.cli import main
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.yaml").write_text(TRAIN_CONFIG)
+    run, onnx = folder / "run", folder / "run" / "model.onnx"
+    profile = ROOT / "reward_profiles" / "lcd_panel.yaml"
+    args = ["train", "--profile", str(profile), "--camera", "synthetic", "--param", "size=128",
+            "--timesteps", "256", "--out", str(run), "--config", str(folder / "train.yaml"),
+            "--no-progress"]  # fmt: skip
+    if main(args) != 0 or main(["export", str(run), "--out", str(onnx), "--observations", "50"]):
+        raise SystemExit("building the benchmark model failed")
+    return onnx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_mosquitto(folder: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """mosquitto on a free loopback port, anonymous, no persistence."""
+    binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    if not os.access(binary, os.X_OK):
+        raise SystemExit("mosquitto is not installed: apt-get install mosquitto")
+    port = free_port()
+    conf = folder / "mosquitto.conf"
+    lines = [f"listener {port} 127.0.0.1", "allow_anonymous true", "persistence false"]
+    if os.geteuid() == 0:
+        lines.append("user root")
+    conf.write_text("\n".join(lines) + "\n")
+    proc = subprocess.Popen([binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc, port
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit("mosquitto did not start") from None
+            time.sleep(0.05)

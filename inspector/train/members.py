@@ -1,0 +1,318 @@
+"""``train --members K``: K members, their verdict ensemble, and one distilled student.
+
+The run directory::
+
+    RUN/members.json          what was asked (members, steps, seeds) and the results
+    RUN/report.md             members, ensemble and student side by side
+    RUN/members/m0 ... mK-1   one ordinary training run per member (seeds seed..seed+K-1)
+    RUN/ensemble/             ensemble.json (the members, lead m0) + report.json/png
+    RUN/student/              the distilled student: an ordinary run (export it)
+
+Every member is a spec file trained by :func:`inspector.train.member_run.run_member`
+in a local process or a Ray task (:mod:`inspector.train.cluster`), resuming from its
+last checkpoint wherever it died; a finished member is not trained again.
+
+The student is the same kind of spec: initialised from the lead member's weights and
+trained with the hybrid loss whose KL term's teacher is the ensemble
+(:class:`inspector.train.distill.EnsembleTeacher`), ``distill_w_kd`` its weight. A
+station then runs one agent at one agent's cost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inspector.errors import InspectorError
+from inspector.train.config import TrainConfig
+from inspector.train.member_run import (
+    COST_FILE,
+    SPEC_FILE,
+    MemberSpec,
+    cpu_seconds,
+    read_json,
+    write_json,
+)
+
+SUMMARY_FILE = "members.json"
+TABLE_FILE = "report.md"
+
+
+def member_specs(
+    profile: str,
+    camera: str,
+    params: Mapping[str, Any],
+    timesteps: int,
+    out: Path,
+    cfg: TrainConfig,
+    k: int,
+) -> list[MemberSpec]:
+    """The K members: seeds ``cfg.seed`` .. ``cfg.seed + K - 1``, in ``out/members/m<i>``."""
+    base = dataclasses.asdict(cfg)
+    return [
+        MemberSpec(
+            name=f"m{i}",
+            profile=str(Path(profile).resolve()),
+            camera=camera,
+            params=dict(params),
+            timesteps=int(timesteps),
+            out=str((out / "members" / f"m{i}").resolve()),
+            config={**base, "seed": cfg.seed + i},
+        )
+        for i in range(k)
+    ]
+
+
+def student_spec(
+    profile: str,
+    camera: str,
+    params: Mapping[str, Any],
+    timesteps: int,
+    out: Path,
+    cfg: TrainConfig,
+    k: int,
+) -> MemberSpec:
+    """The student: the lead member's weights, the ensemble as the KL term's teacher.
+
+    Nothing is pretrained again (the lead's perception and cloning carry over), the
+    critic is the lead's (no warm-up), the KL weight is ``cfg.distill_w_kd``.
+    """
+    ens = (out / "ensemble").resolve()
+    config = {
+        **dataclasses.asdict(cfg),
+        "seed": cfg.seed + k,
+        "teacher": str(ens),
+        "w_kd": cfg.distill_w_kd,
+        "bc_samples": 0,
+        "perception_samples": 0,
+        "critic_warmup": 0,
+    }
+    return MemberSpec(
+        name="student",
+        profile=str(Path(profile).resolve()),
+        camera=camera,
+        params=dict(params),
+        timesteps=int(timesteps),
+        out=str((out / "student").resolve()),
+        config=config,
+        teacher=str(ens),
+        init_from=str((out / "members" / "m0").resolve()),
+    )
+
+
+@dataclass
+class MembersResult:
+    """What ``train --members`` produced."""
+
+    out: Path
+    student: Path
+    ensemble: Path
+    summary: dict[str, Any]
+
+
+def _check_same_run(out: Path, asked: Mapping[str, Any]) -> None:
+    """On --resume, refuse settings that differ from the run's."""
+    have = read_json(out / SUMMARY_FILE, {}).get("asked")
+    if not have:
+        return
+    for key, value in asked.items():
+        if key in have and have[key] != value:
+            raise InspectorError(
+                f"{out} was started with {key}={have[key]!r}, not {value!r}; resume it with"
+                " the same settings or choose another --out"
+            )
+
+
+def train_members(
+    profile_path: str,
+    camera: str,
+    camera_params: Mapping[str, Any],
+    timesteps: int,
+    out: str | Path,
+    cfg: TrainConfig,
+    k: int,
+    *,
+    resume: bool = False,
+    ray_address: str | None = None,
+    parallel: int | None = None,
+    distill_timesteps: int | None = None,
+) -> MembersResult:
+    """K members, their ensemble and the distilled student; see the module docstring.
+
+    :param ray_address: run the members (and the student) as Ray tasks on this
+        cluster; ``out`` must then be a path every node sees.
+    :param parallel: local member processes at once (default: sized to the cores).
+    :param distill_timesteps: the student's steps (default ``cfg.distill_timesteps``,
+        0 there: half a member's).
+    :raises InspectorError: fewer than two members, a run directory of another run.
+    """
+    from inspector.train.cluster import run_specs
+
+    if k < 2:
+        raise InspectorError(f"--members needs at least 2 members, got {k}")
+    out = Path(out)
+    steps = distill_timesteps or cfg.distill_timesteps or max(1, timesteps // 2)
+    asked = {"members": k, "timesteps": timesteps, "distill_timesteps": steps, "seed": cfg.seed}
+    if (out / SUMMARY_FILE).is_file() and not resume:
+        raise InspectorError(
+            f"{out} already holds a --members run; pass --resume to continue it"
+            " or choose another --out"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    _check_same_run(out, asked)
+    write_json(out / SUMMARY_FILE, {"asked": asked, "status": "members"})
+    specs = member_specs(profile_path, camera, camera_params, timesteps, out, cfg, k)
+    paths = [
+        s.write() if not (Path(s.out) / SPEC_FILE).is_file() else Path(s.out) / SPEC_FILE
+        for s in specs
+    ]
+    run_specs(paths, cfg, ray_address=ray_address, parallel=parallel)
+
+    from inspector.train.distill import write_ensemble
+
+    ens = write_ensemble(out / "ensemble", [s.out for s in specs])
+    if not (ens / "report.json").is_file():
+        write_json(out / SUMMARY_FILE, {"asked": asked, "status": "ensemble"})
+        evaluate_ensemble(ens, camera, camera_params, cfg)
+    write_json(out / SUMMARY_FILE, {"asked": asked, "status": "student"})
+    student = student_spec(profile_path, camera, camera_params, steps, out, cfg, k)
+    spath = Path(student.out) / SPEC_FILE
+    run_specs(
+        [spath if spath.is_file() else student.write()], cfg, ray_address=ray_address, parallel=1
+    )
+    summary = {"asked": asked, "status": "done", **summarise(out, [s.name for s in specs])}
+    write_json(out / SUMMARY_FILE, summary)
+    (out / TABLE_FILE).write_text(table_markdown(summary))
+    return MembersResult(out, Path(student.out), ens, summary)
+
+
+def evaluate_ensemble(
+    ens: Path, camera: str, params: Mapping[str, Any], cfg: TrainConfig
+) -> dict[str, Any]:
+    """Calibrate and evaluate the ensemble of ``ens`` as train does a run.
+
+    The operating point is chosen as the members' are (``cfg.operating_point`` on the
+    held-out val frames of the training camera ``params``, never test); the evaluation
+    (``cfg.eval_camera_params``, ``final_eval_episodes``) is at that point. report.json
+    (its ``operating_point`` section), report.png; its CPU time goes to ``ens/cost.json``.
+    An exported ensemble still starts at ok bias 0: calibrate the ``.onnx`` (README).
+    """
+    from inspector.policy.ensemble import EnsemblePolicy
+    from inspector.train.distill import ensemble_policy
+    from inspector.train.evaluate import evaluate, write_report
+
+    cpu0 = cpu_seconds()
+    policy = ensemble_policy(ens)
+    op = _ensemble_operating_point(policy, camera, params, cfg)
+    if op.get("ok_bias"):
+        policy = EnsemblePolicy(policy.members, ok_bias=op["ok_bias"])
+    eval_params = {**params, **cfg.eval_camera_params}
+    result, kept = evaluate(policy, camera, eval_params, max(1, cfg.final_eval_episodes), keep=6)
+    result["ensemble"] = list(read_json(ens / "ensemble.json", {}).get("members", []))
+    result["scan"] = dict(policy.meta.scan)
+    result["ok_bias"] = float(op.get("ok_bias", 0.0))
+    result["operating_point"] = op
+    write_report(result, kept, ens / "report.json", ens / "report.png")
+    write_json(ens / COST_FILE, {"name": "ensemble", "cpu_s": round(cpu_seconds() - cpu0, 2)})
+    return result
+
+
+def _ensemble_operating_point(
+    policy: Any, camera: str, params: Mapping[str, Any], cfg: TrainConfig
+) -> dict[str, Any]:
+    """The ensemble's operating point on the val frames, as report.json's section."""
+    from inspector.train.calibration import choose_operating_point
+    from inspector.train.select import frames_doc, val_params
+
+    val, source = val_params(camera, params, cfg)
+    if val is None or cfg.operating_point == "none":
+        why = "operating_point: none" if val is not None else f"no val frames ({source})"
+        return {"ok_bias": 0.0, "why": f"not chosen: {why}", "frames": None}
+    try:
+        cal = choose_operating_point(
+            policy, camera, val, cfg.select_episodes, cfg.operating_point, cfg.operating_target
+        )
+    except InspectorError as exc:  # e.g. val frames of one kind only
+        return {"ok_bias": 0.0, "why": f"not chosen: {exc}", "frames": None}
+    return {
+        "ok_bias": cal.ok_bias,
+        "objective": cal.objective,
+        "target": cal.target,
+        "at_bias": cal.at_bias,
+        "at_zero": cal.at_zero,
+        "frames": frames_doc(camera, val, cal.frames, source),
+    }
+
+
+#: report.json keys of the table, and their headings.
+COLUMNS = (
+    ("accuracy", "accuracy"),
+    ("balanced_accuracy", "balanced"),
+    ("defect_recall", "defect recall"),
+    ("false_alarm_rate", "false alarms"),
+    ("defect_auroc", "AUROC"),
+    ("mean_steps", "steps"),
+    ("pixel_fraction", "pixels"),
+)
+
+
+def summarise(out: Path, members: Sequence[str]) -> dict[str, Any]:
+    """Rows of members, ensemble and student: their report figures and CPU time.
+
+    ``cpu_min`` is the row's own training (the ensemble: its evaluation), and
+    ``cpu_min_to_deployable`` what it took to have that model: a member its own, the
+    ensemble all members, the student all members and its distillation.
+    """
+    rows = []
+    member_cpu = 0.0
+    for name in members:
+        d = out / "members" / name
+        cost = read_json(d / COST_FILE, {})
+        member_cpu += cost.get("cpu_s", 0.0)
+        rows.append(_row(name, d, cost, cost.get("cpu_s", 0.0)))
+    ens_cost = read_json(out / "ensemble" / COST_FILE, {})
+    rows.append(_row("ensemble", out / "ensemble", ens_cost, member_cpu))
+    st_cost = read_json(out / "student" / COST_FILE, {})
+    rows.append(_row("student", out / "student", st_cost, member_cpu + st_cost.get("cpu_s", 0.0)))
+    return {"rows": rows}
+
+
+def _row(name: str, folder: Path, cost: Mapping[str, Any], to_deployable_s: float) -> dict:
+    report = read_json(folder / "report.json", {})
+    row: dict[str, Any] = {"name": name, "path": str(folder)}
+    for key, _ in COLUMNS:
+        row[key] = report.get(key)
+    row["ok_bias"] = report.get("ok_bias")
+    row["cpu_min"] = round(cost.get("cpu_s", 0.0) / 60.0, 2)
+    row["cpu_min_to_deployable"] = round(to_deployable_s / 60.0, 2)
+    row["attempts"] = cost.get("attempts")
+    row["storage_mb"] = round(cost["storage_bytes"] / 2**20, 2) if "storage_bytes" in cost else None
+    return row
+
+
+def table_markdown(summary: Mapping[str, Any]) -> str:
+    """The report table: one row per member, the ensemble and the student."""
+    heads = ["model", *(h for _, h in COLUMNS), "CPU-min", "CPU-min to deployable"]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for r in summary["rows"]:
+        cells = [r["name"]]
+        for key, _ in COLUMNS:
+            v = r.get(key)
+            cells.append("-" if v is None else f"{v:.3f}" if key != "mean_steps" else f"{v:.1f}")
+        cells += [f"{r['cpu_min']:.1f}", f"{r['cpu_min_to_deployable']:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    asked = summary.get("asked", {})
+    lines += [
+        "",
+        f"{asked.get('members')} members of {asked.get('timesteps')} steps (seeds"
+        f" {asked.get('seed')}..), student distilled for {asked.get('distill_timesteps')}"
+        " steps. Figures: each run's report.json (its own evaluation parts, each model at"
+        " the operating point train chose for it on val, if any). CPU minutes:"
+        " user+system of the processes that trained it, killed attempts and each run's"
+        " final evaluation included; the ensemble's own CPU-min is its calibration and"
+        " evaluation.",
+    ]
+    return "\n".join(lines) + "\n"
