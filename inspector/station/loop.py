@@ -460,9 +460,11 @@ class Station:
         except ValueError as exc:
             return self._failed(f"corrupt frame: {exc}", trigger, "corrupt_frame", frame), None
         part = trigger.part_id if trigger and trigger.part_id else str(frame.part_id)
-        ticket = self.shadow.submit(image) if self.shadow is not None else None
         try:
             d = run_episode(self.policy, self.scanner, image, self.budget)
+            # The shadow starts once the live verdict is in, so it never competes with
+            # the live model for the cores while the live model decides.
+            ticket = self.shadow.submit(image) if self.shadow is not None else None
             result = Result.decided(
                 part_id=part, classes=self.meta.classes, probabilities=d.probabilities,
                 label=d.verdict, glimpse_path=d.path, steps=d.steps,

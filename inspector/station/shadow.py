@@ -1,8 +1,9 @@
 """Shadow models: a candidate judges the same frames beside the live model.
 
 The live verdict is the one acted on and published. The shadow runs in a worker thread
-of its own, started on a frame before the live model looks at it; once the live verdict
-is in, the station waits for the shadow at most ``budget_ms`` more. A shadow that is
+of its own, started on the frame once the live verdict is in (so it never competes with
+the live model while that decides); the station then waits for it at most ``budget_ms``
+before it commits the result. A shadow that is
 late, busy with the previous part, or fails is recorded as such (``shadow.skipped``)
 and never holds up the live verdict beyond that budget. What it decided (verdict,
 confidence, glimpse path, latency) travels in the result's ``shadow`` field, and from
@@ -32,7 +33,9 @@ class ShadowSection:
 
     :param model: the candidate's exported model (``.onnx``, ``.engine``); none: off.
     :param budget_ms: how long the live result may wait for the shadow after the live
-        verdict is in (0: never wait; a shadow still running is recorded as late).
+        verdict is in (0: never wait; a shadow still running is recorded as late). A
+        budget above the shadow's own latency records every shadow verdict; the line's
+        cycle time then grows by the shadow's latency.
     :param threads: intra-op threads for the shadow's backend (keep it off the live
         model's cores where the device has more than one).
     """
