@@ -219,9 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     body = report(parts, rounds, base_rate, (opc_t, opc_rate), (mq_t, mq_rate), sh,
                   (load0, load1))  # fmt: skip
     print(body)
+    cmd = "python -m benchmarks.speed.factory" + (" --quick" if args.quick else "")
+    if args.model:
+        cmd += " --model MODEL.onnx (built like build_model())"
     if not args.no_write:
-        write_section("factory", "Factory integration: OPC UA handshake and shadow models", body,
-                      doc=args.doc)  # fmt: skip
+        title = "Factory integration: OPC UA handshake and shadow models"
+        write_section("factory", title, body, command=cmd, doc=args.doc)
     return 0
 
 

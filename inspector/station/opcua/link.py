@@ -22,9 +22,9 @@ class OpcuaLink:
     """
 
     def __init__(self, section: OpcuaSection, station_id: str, outbox_path: str | Path) -> None:
-        from inspector.station.opcua.server import OpcuaServer, _asyncua
+        from inspector.station.opcua.server import OpcuaServer, import_asyncua
 
-        _asyncua()  # a missing extra says what to install before anything opens
+        import_asyncua()  # a missing extra says what to install before anything opens
 
         self.section = section
         self.pending = PendingResults(outbox_path, section.buffer)

@@ -69,7 +69,7 @@ COUNTER_VARIABLES = (
 PLC_WRITES = ("Trigger", "TriggerPartId", "TriggerCorrelationId", "ResultAck")
 
 
-def _asyncua() -> Any:
+def import_asyncua() -> Any:
     try:
         import asyncua
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -151,7 +151,7 @@ class OpcuaServer:
 
         :raises StationError: the server could not start (port taken, bad certificate ...).
         """
-        _asyncua()
+        import_asyncua()
         self._thread = threading.Thread(target=self._run, name="opcua-server", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout):
@@ -196,7 +196,7 @@ class OpcuaServer:
 
     # -- the address space -------------------------------------------------------------
     async def _serve(self) -> None:
-        asyncua = _asyncua()
+        asyncua = import_asyncua()
         ua = asyncua.ua
         server = await self._make_server(asyncua)
         self._server = server
