@@ -35,7 +35,7 @@ FUNCTIONS_OVER: dict[str, int] = {
     "inspector/train/perception.py:pretrain_glimpse_cnn": 84,
     "inspector/train/runner.py:train_run": 122,
     "inspector/workflows/demo.py:run_demo": 86,
-    "inspector/workflows/retrain.py:retrain": 170,
+    "inspector/workflows/retrain.py:retrain": 117,
 }
 
 
