@@ -122,7 +122,7 @@ def export_tasks(
 
     :returns: (tasks file, config file, number of tasks).
     """
-    from inspector.footage.store import write_atomic
+    from inspector.files import write_atomic
 
     out = Path(out)
     tasks = [task_for(r, scan, image_prefix) for r in records]

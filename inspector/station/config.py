@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import ConfigError, ModelError, StationError
+from inspector.station.console.config import ConsoleSection
 from inspector.station.mqtt import MqttConfig, TlsConfig
 
 #: Trigger modes: every frame is a part, or a message on ``<prefix>/trigger`` asks for one.
@@ -308,6 +309,7 @@ class StationConfig:
         sidecar on the same host).
     :param log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR`` (``--log-level`` wins).
     :param status_interval: seconds between status lines (stderr) and status messages.
+    :param console: the operator console (a live web page; off by default).
     """
 
     station_id: str = ""
@@ -323,6 +325,7 @@ class StationConfig:
     metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"
     status_interval: float = 10.0
+    console: ConsoleSection = field(default_factory=ConsoleSection)
 
     def validate(self) -> None:
         """Checks across sections.
@@ -357,7 +360,7 @@ class StationConfig:
         :raises ConfigError: one line naming the setting.
         """
         sections = (self.camera, self.model, self.trigger, self.mqtt, self.outbox,
-                    self.footage.keep, self.footage, self)  # fmt: skip
+                    self.footage.keep, self.footage, self.console, self)  # fmt: skip
         for s in sections:
             try:
                 s.validate()

@@ -120,6 +120,7 @@ class Station:
         self._thread_errors: dict[str, int] = {}  # see _count_errors
         self._publishing = False
         self._closed = False
+        self.console: Any = None  # the operator console, when config.console.enabled
 
     # -- set-up ----------------------------------------------------------------------
     def _scanner(self) -> Any:
@@ -228,10 +229,16 @@ class Station:
             p = Path(self.cfg.results_jsonl)
             p.parent.mkdir(parents=True, exist_ok=True)
             self._jsonl = open(p, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if self.cfg.console.enabled:
+            from inspector.station.console import start_console
+
+            self.console = start_console(self)
         for line in self.banner():
             self._say(line)
         if self.cfg.metrics_port:
             self._say(f"  metrics  http://{self.cfg.metrics_host}:{self.cfg.metrics_port}/metrics")
+        if self.console is not None:
+            self._say(f"  console  {self.console.url}")
         self._last_status = time.monotonic()
 
     def _open_camera(self) -> None:
@@ -380,6 +387,8 @@ class Station:
         self._record(result, image)
         self._report(result)
         self.metrics.part(result, time.perf_counter() - t0)
+        if self.console is not None:
+            self.console.offer(result, image)  # a deque append: never waits
         return result
 
     def _count_driver_reconnects(self) -> None:
@@ -513,6 +522,8 @@ class Station:
         if self._closed:
             return True
         self._closed = True
+        if self.console is not None:
+            self.console.close()  # first: it reads the station, never after it is closed
         if self.feed is not None:
             self.feed.close()
         if self.recorder is not None and hasattr(self.recorder, "close"):

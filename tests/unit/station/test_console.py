@@ -1,4 +1,4 @@
-"""The console's glimpse rectangles are the scanner's viewports."""
+"""The console without a server: glimpse rectangles equal the scanner's viewports; Host names."""
 
 from __future__ import annotations
 
@@ -29,3 +29,14 @@ def test_boxes_equal_the_scanner_viewports(w, h, glimpse, levels, actions):
     assert len(boxes) == len(sc.path)
     assert set(boxes) <= set(rects)
     assert boxes[-1] == sc.rect
+
+
+def test_an_open_console_answers_loopback_host_names_only():
+    from inspector.station.console.config import is_loopback
+    from inspector.station.console.server import loopback_host
+
+    for ok in ("127.0.0.1:8090", "localhost:8090", "[::1]:8090", "localhost", "127.0.0.2:1"):
+        assert loopback_host(ok), ok
+    for bad in ("evil.example:8090", "10.0.0.5:8090", "", "127.0.0.1.evil.example:80"):
+        assert not loopback_host(bad), bad
+    assert is_loopback("::1") and is_loopback("127.0.0.1") and not is_loopback("0.0.0.0")
