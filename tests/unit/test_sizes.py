@@ -21,7 +21,7 @@ MODULES_OVER: dict[str, int] = {
     "inspector/footage/store.py": 679,
     "inspector/imageio.py": 522,
     "inspector/station/loop.py": 598,
-    "inspector/station/mqtt.py": 923,
+    "inspector/station/mqtt.py": 933,
     "inspector/train/runner.py": 534,
 }
 #: Functions still over MAX_FUNCTION lines: "path:qualified name" -> lines today.
