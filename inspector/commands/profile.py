@@ -117,6 +117,6 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from inspector.rrm.explain import run_explain
+    from inspector.workflows.explain import run_explain
 
     return run_explain(args)
