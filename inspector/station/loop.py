@@ -125,7 +125,6 @@ class Station:
         self._publishing = False
         self._closed = False
         self.console: Any = None  # the operator console, when config.console.enabled
-        self._plc_full = False
 
     # -- set-up ----------------------------------------------------------------------
     def _scanner(self) -> Any:
@@ -175,14 +174,8 @@ class Station:
     def _committed(self, result: Result) -> None:
         """A result is durable: log it, then show it to the PLC (committer thread)."""
         self._log_result(result)
-        if self.opcua is None:
-            return
-        try:
-            self.opcua.deliver(result.to_dict())
-        except Exception as exc:  # the PLC cannot be shown results: stop taking parts
-            self.metrics.error("opcua")
-            log.error("result %s not shown to the PLC: %s; stopping", result.id, exc)
-            self.request_stop()
+        if self.opcua is not None and not self.opcua.show(result.to_dict(), self.metrics):
+            self.request_stop()  # the PLC cannot be shown results: take no more parts
 
     def _log_result(self, result: Result) -> None:
         if self._jsonl is not None:
@@ -192,51 +185,14 @@ class Station:
     def _say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
 
+    def _say_station(self, line: str) -> None:
+        self._say(f"[{self.cfg.station_id}] {line}")
+
     def banner(self) -> list[str]:
         """What the station runs, one line per item (printed at start)."""
-        c, m = self.cfg, self.meta
-        providers = getattr(self.policy, "providers", None)
-        backend = self.policy.backend + (f" [{', '.join(providers)}]" if providers else "")
-        params = ", ".join(f"{k}={v}" for k, v in (c.camera.params or {}).items())
-        lines = [
-            f"inspector station {c.station_id}",
-            f"  camera   {c.camera.driver}({params})",
-            f"  model    {c.model.path} sha256 {self.model_sha256} backend {backend}",
-            f"  profile  {self.profile_name or '-'} sha256 {self.profile_sha256 or '-'} "
-            f"classes {','.join(m.classes)} budget {self.budget}",
-            "  verdict  "
-            + (f"ok bias {m.ok_bias:+.2f} (calibrated)" if m.ok_bias else "as trained (ok bias 0)")
-            + (f", ensemble of {len(m.ensemble)} models" if m.ensemble else ""),
-            f"  trigger  {c.trigger.mode}",
-        ]
-        if self.opcua is not None:
-            o = c.opcua
-            who = f"users {','.join(u.name for u in o.users)}" if o.users else "anonymous"
-            sec = "Sign&Encrypt" + (" only" if o.secure_only else "") if o.certificate else "none"
-            lines.append(f"  opcua    {o.endpoint} {who} security {sec} buffer {o.buffer}")
-        if self.shadow is not None:
-            lines.append(f"  shadow   {c.shadow.model} sha256 {self.shadow.model_sha256} "
-                         f"budget {c.shadow.budget_ms:g} ms")  # fmt: skip
-        if self.publisher is not None:
-            mc = self.publisher.config
-            auth = f" user {mc.username}" if mc.username else ""
-            tls = " TLS" if mc.tls else ""
-            lines.append(
-                f"  broker   {mc.host}:{mc.broker_port}{tls}{auth} prefix {self.publisher.prefix}"
-            )
-        else:
-            lines.append("  broker   off (results stay in the outbox)")
-        outbox = getattr(self.reporter, "outbox", None)
-        if outbox is not None:
-            lines.append(f"  outbox   {outbox.path} depth {outbox.depth()} limit {outbox.limit}")
-        f = c.footage
-        lines.append(
-            f"  footage  {f.path} (defects, confidence < {f.keep.low_confidence_below:g}, "
-            f"1 in {f.keep.ok_one_in} ok; {f.max_size_mb:g} MB)"
-            if f.path
-            else "  footage  off"
-        )
-        return lines
+        from inspector.station.banner import banner_lines
+
+        return banner_lines(self)
 
     def start(self) -> None:
         """Open the camera, start the publisher and the metrics endpoint, print the banner.
@@ -356,15 +312,11 @@ class Station:
         return f"outbox commits failed for {waited:.0f} s ({err})"
 
     def _accepting(self) -> bool:
-        if self.opcua is not None and not self.opcua.accepting:
-            if not self._plc_full:
-                self._plc_full = True
-                self._say(f"[{self.cfg.station_id}] PLC BUFFER FULL: not taking parts until "
-                          "the PLC acknowledges results")  # fmt: skip
+        sid = self.cfg.station_id
+        if self.opcua is not None and not self.opcua.check_room(
+            lambda m: self._say(f"[{sid}] {m}")
+        ):
             return False
-        if self._plc_full:
-            self._plc_full = False
-            self._say(f"[{self.cfg.station_id}] PLC acknowledged: taking parts")
         ok = bool(getattr(self.reporter, "accepting", True))
         now = time.monotonic()
         if not ok and self._full_since is None:
@@ -586,10 +538,9 @@ class Station:
         if hasattr(self.reporter, "close"):
             # Already flushed above; this publishes "offline" and closes the outbox.
             ok = self.reporter.close(flush_timeout=0.0) and ok
-        if self.opcua is not None:
-            self.opcua.close()  # after the drain: every committed result was shown
-        if self.shadow is not None:
-            self.shadow.close()
+        for link in (self.opcua, self.shadow):  # after the drain: every result was shown
+            if link is not None:
+                link.close()
         if self._jsonl is not None:
             self._jsonl.close()
         self.metrics.close()

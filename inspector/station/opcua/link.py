@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ class OpcuaLink:
         import_asyncua()  # a missing extra says what to install before anything opens
 
         self.section = section
+        self._said_full = False
         self.pending = PendingResults(outbox_path, section.buffer)
         self.handshake = Handshake(self.pending)
         self.server = OpcuaServer(
@@ -54,6 +55,15 @@ class OpcuaLink:
         """False while the PLC's result buffer is full."""
         return not self.handshake.full
 
+    def check_room(self, say: Callable[[str], None]) -> bool:
+        """:attr:`accepting`, and ``say`` when that changes (buffer filled or drained)."""
+        full = self.handshake.full
+        if full != self._said_full:
+            self._said_full = full
+            say("PLC BUFFER FULL: not taking parts until the PLC acknowledges results"
+                if full else "PLC acknowledged: taking parts")  # fmt: skip
+        return not full
+
     def next_trigger(self, timeout: float) -> Any:
         """The next PLC trigger as the station's ``Trigger``, or None after ``timeout``."""
         from inspector.station.mqtt import Trigger
@@ -67,6 +77,20 @@ class OpcuaLink:
     def deliver(self, result: Mapping[str, Any]) -> PlcResult:
         """Show a committed result to the PLC. :raises StationError: not committed."""
         return self.handshake.deliver(result)
+
+    def show(self, result: Mapping[str, Any], metrics: Any = None) -> bool:
+        """:meth:`deliver`, logging and counting (``metrics.error("opcua")``) a failure.
+
+        :returns: False when the result could not be shown (the station must stop).
+        """
+        try:
+            self.deliver(result)
+        except Exception as exc:
+            if metrics is not None:
+                metrics.error("opcua")
+            log.error("result %s not shown to the PLC: %s; stopping", result.get("id"), exc)
+            return False
+        return True
 
     def status(self) -> dict[str, Any]:
         """Buffer depth and handshake counters (for the status line and the console)."""
