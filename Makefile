@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` and `make test`.
 # Both create .venv when missing and install the project into it; `make test`
-# also installs the system tools the tests use (mosquitto, shellcheck).
+# also installs the system tools the tests use (mosquitto, shellcheck, chromium).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -21,10 +21,11 @@ $(STAMP): pyproject.toml
 
 system-deps:
 	@if ! command -v mosquitto >/dev/null && ! test -x /usr/sbin/mosquitto \
-	   || ! command -v mosquitto_sub >/dev/null || ! command -v shellcheck >/dev/null; then \
-	  echo "installing mosquitto, mosquitto-clients, shellcheck (apt-get)"; \
+	   || ! command -v mosquitto_sub >/dev/null || ! command -v shellcheck >/dev/null \
+	   || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  echo "installing mosquitto, mosquitto-clients, shellcheck, chromium, chromium-driver (apt-get)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    mosquitto mosquitto-clients shellcheck openssl >/dev/null; \
+	    mosquitto mosquitto-clients shellcheck openssl chromium chromium-driver >/dev/null; \
 	fi
 
 demo: $(STAMP) system-deps

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from inspector import CameraDriver, CameraError, FootageError, Frame, Truth, hookimpl
-from inspector.annotations import LAYOUTS, OK_CLASS, Record, discover
+from inspector.annotations import LAYOUTS, OK_CLASS, Record, clip_boxes, discover
 from inspector.imageio import read_image, read_mask
 
 #: Label of an unlabelled image whose mask shows a defect.
@@ -78,6 +78,7 @@ class FolderCamera(CameraDriver):
             raise CameraError(f"folder: footage folder {self.root} does not exist")
         if not self.root.is_dir():
             raise CameraError(f"folder: {self.root} is not a folder")
+        skips: list[tuple[str, str]] = []
         try:
             self.layout, self.records = discover(
                 self.root,
@@ -86,9 +87,12 @@ class FolderCamera(CameraDriver):
                 annotations=annotations,
                 split=split,
                 label_map=label_map,
+                skips=skips,
             )
         except FootageError as exc:
             raise CameraError(f"folder: {exc}") from None
+        for where, why in skips:  # bad rows, escaping paths: counted like unreadable images
+            self.stats.skip(where, why)
         if label is not None:
             self.records = [
                 r if r.label is not None else replace(r, label=label) for r in self.records
@@ -148,7 +152,7 @@ class FolderCamera(CameraDriver):
             label = DEFECT_CLASS if mask.any() else OK_CLASS
         if label is not None:
             h, w = img.shape[:2]
-            boxes = tuple(b for b in rec.boxes if b.x0 < w and b.y0 < h)
+            boxes, _ = clip_boxes(rec.boxes, w, h)
             truth = Truth(label=label, mask=mask, boxes=boxes)
         self.stats.frames_read += 1
         return Frame(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from inspector import CameraDriver, CameraError, FootageError, Frame, hookimpl
-from inspector.footage.store import SPLITS, FootageStore
+from inspector.footage.store import SPLITS, FootageStore, check_source, source_kind
 
 
 class StoreCamera(CameraDriver):
@@ -21,6 +21,9 @@ class StoreCamera(CameraDriver):
     :param labelled_only: only frames that have a label (training and evaluation need
         one); false also replays unlabelled frames, without truth.
     :param label_map: rename labels, ``old:new,...`` (e.g. ``free:ok``).
+    :param label_source: only frames labelled by this source: ``operator`` (any operator:
+        what ``calibrate`` uses to choose the operating point from operator-confirmed
+        parts), ``operator:<name>``, ``import`` or ``station-verdict``.
     """
 
     has_truth = True
@@ -31,6 +34,7 @@ class StoreCamera(CameraDriver):
         split: str | None = None,
         labelled_only: bool = True,
         label_map: dict[str, str] | None = None,
+        label_source: str | None = None,
     ) -> None:
         super().__init__()
         if split is not None and split not in SPLITS:
@@ -40,11 +44,20 @@ class StoreCamera(CameraDriver):
         try:
             self.store = FootageStore(path)
             self.records = self.store.records(split=split, labelled_only=labelled_only)
+            if label_source:
+                check_source(label_source)
+                exact = ":" in label_source
+                self.records = [
+                    r
+                    for r in self.records
+                    if (r.label_source if exact else source_kind(r.label_source)) == label_source
+                ]
         except FootageError as exc:
             raise CameraError(f"store: {exc}") from None
         if not self.records:
             what = "labelled frames" if labelled_only else "frames"
-            raise CameraError(f"store: {path} has no {what} in split {split or 'any'}")
+            src = f" labelled by {label_source}" if label_source else ""
+            raise CameraError(f"store: {path} has no {what}{src} in split {split or 'any'}")
         self.path = path
         self.split = split
         self.label_map = dict(label_map or {})

@@ -15,7 +15,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="export a trained run to ONNX",
         description="Export a trained policy to one ONNX graph; checks parity with torch.",
     )
-    p.add_argument("model", help="run directory or model.zip")
+    p.add_argument(
+        "model",
+        help="run directory or model.zip; the ensemble directory of train --members exports"
+        " its members as one graph",
+    )
     p.add_argument("--out", required=True, help="the .onnx file to write")
     p.add_argument("--int8", action="store_true", help="also quantise to int8 (written to --out)")
     p.add_argument(
@@ -47,6 +51,8 @@ def run_export(args: argparse.Namespace) -> int:
     if out.suffix != ".onnx":
         raise InspectorError(f"--out must end in .onnx, got {out}")
     run = Path(args.model)
+    run, ensemble = _members_run(run, list(args.ensemble))
+    args.ensemble = ensemble
     run_dir = run if run.is_dir() else run.parent
     camera, params = args.camera, parse_params(args.param)
     if camera is None:
@@ -90,3 +96,24 @@ def run_export(args: argparse.Namespace) -> int:
                 f"int8 {e['int8']:.3f} (change {e['change']:+.3f})"
             )
     return 0
+
+
+def _members_run(run: Path, ensemble: list[str]) -> tuple[Path, list[str]]:
+    """The lead and further members to export: an ensemble directory of ``train
+    --members`` stands for its members (lead first); the run above it is refused with
+    the two things it holds."""
+    from inspector.errors import InspectorError
+    from inspector.train.distill import ensemble_members, is_ensemble_dir
+    from inspector.train.members import SUMMARY_FILE
+
+    if is_ensemble_dir(run):
+        if ensemble:
+            raise InspectorError(f"{run} is an ensemble already; --ensemble adds nothing to it")
+        lead, *rest = ensemble_members(run)
+        return lead, [str(m) for m in rest]
+    if run.is_dir() and (run / SUMMARY_FILE).is_file() and not (run / "model.zip").is_file():
+        raise InspectorError(
+            f"{run} is a --members run: export {run / 'student'} (one agent) or"
+            f" {run / 'ensemble'} (the members' verdict ensemble)"
+        )
+    return run, ensemble

@@ -4,7 +4,10 @@
 ``footage review --store DIR`` lists frames that need a person and writes a
 contact sheet per batch (``--select uncertain --model M --n 50``: the frames the
 model is least sure of); ``footage label --store DIR --csv FILE`` applies
-``frame_id,label`` corrections; ``footage list --store DIR`` prints counts.
+``frame_id,label`` corrections; ``footage list --store DIR`` prints counts;
+``footage export --format label-studio`` writes Label Studio tasks with the model's
+verdicts and glimpses as pre-annotations, and ``footage import --format label-studio``
+reads Label Studio's export back.
 """
 
 from __future__ import annotations
@@ -58,7 +61,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         ),
     )
     imp.add_argument("src", type=Path, help="folder, manifest CSV or annotation file")
-    imp.add_argument("--format", required=True, choices=FORMATS, help="layout of SRC")
+    imp.add_argument(
+        "--format",
+        required=True,
+        choices=(*FORMATS, "label-studio"),
+        help="layout of SRC (label-studio: Label Studio's JSON export, labels for frames "
+        "already in the store)",
+    )
     imp.add_argument("--store", required=True, type=Path, help="the store folder (created)")
     imp.add_argument("--label", help="label of every image (--format masks)")
     imp.add_argument("--manifest", type=Path, help="CSV with labels for --format masks")
@@ -70,6 +79,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         type=float,
         default=20.0,
         help="share held out by hash when the store is new (default 20; fixed afterwards)",
+    )
+    imp.add_argument(
+        "--max-pixels",
+        type=positive_int,
+        help="refuse images whose header states more pixels than this (default 100,000,000 "
+        "or INSPECTOR_MAX_IMAGE_PIXELS); checked before anything is decoded",
     )
     imp.add_argument("--json", type=Path, help="write the import report as JSON here")
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -88,10 +103,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     rev.add_argument("--model", help="model for --select uncertain (run dir, .zip or .onnx)")
     rev.add_argument(
         "--select",
-        choices=("review", "uncertain"),
+        choices=("review", "uncertain", "feedback"),
         default="review",
-        help="review: frames needing a person (default); uncertain: active learning",
+        help="review: frames needing a person (default); uncertain: active learning; "
+        "feedback: what operators confirmed or corrected (console, Label Studio), newest first",
     )
+    rev.add_argument("--station", help="--select feedback: only this station's")
     rev.add_argument("--n", type=positive_int, default=50, help="frames to list (default 50)")
     rev.add_argument("--batch", type=positive_int, default=25, help="frames per sheet (default 25)")
     rev.add_argument(
@@ -116,6 +133,37 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     lab.add_argument("--csv", required=True, type=Path, help="the corrections")
     lab.set_defaults(func=cmd_label)
 
+    exp = sub.add_parser(
+        "export",
+        help="write store frames as Label Studio tasks with pre-annotations",
+        description=(
+            "Write Label Studio tasks (JSON) for the store's frames: the model's class and its "
+            "glimpses as pre-annotations (predictions), the frame served by Label Studio's "
+            "local-files storage from the store folder, and the matching labelling config "
+            "(OUT's name + .label-config.xml). Import the annotated export back with "
+            "'footage import EXPORT.json --format label-studio'."
+        ),
+    )
+    exp.add_argument("--format", required=True, choices=("label-studio",), help="task format")
+    exp.add_argument("--store", required=True, type=Path, help="the store folder")
+    exp.add_argument("--out", required=True, type=Path, help="the tasks JSON to write")
+    exp.add_argument(
+        "--model", help="the station's model (.onnx, run dir): its scan settings size the boxes"
+    )
+    exp.add_argument(
+        "--select",
+        choices=("all", "review", "station"),
+        default="all",
+        help="all frames (default), those needing review, or station frames only",
+    )
+    exp.add_argument("--n", type=positive_int, help="at most this many tasks")
+    exp.add_argument(
+        "--image-prefix",
+        default="/data/local-files/?d=",
+        help="put before each frame's path in data.image (default: Label Studio local files)",
+    )
+    exp.set_defaults(func=cmd_export)
+
     lst = sub.add_parser("list", help="counts by split, label and label source")
     lst.add_argument("--store", required=True, type=Path, help="the store folder")
     lst.add_argument("--json", action="store_true", help="print JSON")
@@ -131,6 +179,22 @@ def cmd_import(args: argparse.Namespace) -> int:
     if not 0.0 <= args.heldout_percent <= 100.0:
         raise InspectorError(f"--heldout-percent must be 0..100, got {args.heldout_percent}")
     threshold = round(256 * args.heldout_percent / 100.0)
+    if args.format == "label-studio":
+        from inspector.footage.labelstudio import import_annotations
+
+        with FootageStore(args.store) as store:
+            report = import_annotations(store, args.src)
+            total = len(store)
+        for f, why in report.skipped[:50]:
+            print(f"skipped {f}: {why}")
+        print(
+            f"import label-studio {args.src}: {report.updated} labels changed, "
+            f"{report.present} unchanged, {len(report.skipped)} skipped; store holds {total} "
+            "frames"
+        )
+        if args.json:
+            args.json.write_text(json.dumps(report.to_dict(), indent=2))
+        return 0
     with FootageStore(args.store, create=True, heldout_threshold=threshold) as store:
         report = import_footage(
             store,
@@ -142,6 +206,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             images_root=args.images,
             label_map=_label_map(args.label_map),
             progress=not args.no_progress,
+            max_pixels=args.max_pixels,
         )
         total = len(store)
     for f, why in report.skipped[:50]:
@@ -157,8 +222,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_review(args: argparse.Namespace) -> int:
     """``footage review``."""
     from inspector.commands.camera import write_sheet
-    from inspector.footage.store import FootageStore
+    from inspector.footage.store import FootageStore, source_kind
 
+    if args.select == "feedback":
+        return _review_feedback(args)
     with FootageStore(args.store) as store:
         if args.select == "uncertain":
             if not args.model:
@@ -167,7 +234,7 @@ def cmd_review(args: argparse.Namespace) -> int:
             from inspector.runtime.backends import load_policy
 
             policy = load_policy(args.model, allow_torch=True)
-            cands = [r for r in store.iter_records() if r.label_source != "operator"]
+            cands = [r for r in store.iter_records() if source_kind(r.label_source) != "operator"]
             picked = [
                 (rec, f"uncertain: entropy {h:.3f}, max p {p:.2f}, says {v}")
                 for rec, h, p, v in select_uncertain(policy, store, cands, args.n)
@@ -203,6 +270,70 @@ def cmd_review(args: argparse.Namespace) -> int:
                 for rec, _ in batch:
                     w.writerow([rec.frame_id, rec.label or ""])
             print(f"sheet: {png}")
+    return 0
+
+
+def _review_feedback(args: argparse.Namespace) -> int:
+    """``footage review --select feedback``: operators' confirmations and corrections."""
+    from datetime import datetime, timezone
+
+    from inspector.footage.feedback import feedback_counts, list_feedback
+    from inspector.footage.store import FootageStore
+
+    with FootageStore(args.store) as store:
+        rows = list_feedback(store, station=args.station, limit=args.n)
+        counts = feedback_counts(store, station=args.station)
+    print(
+        f"{counts['feedback']} parts with operator feedback: {counts['confirmed']} confirmed, "
+        f"{counts['corrected']} corrected ({counts['false_alarms']} false alarms, "
+        f"{counts['misses']} misses); newest {len(rows)}:"
+    )
+    for fb in rows:
+        when = datetime.fromtimestamp(fb.at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        said = f"{fb.station_label or '-'} -> {fb.label}"
+        print(
+            f"{fb.frame_id[:12]}  {when}  operator:{fb.operator:<12} {fb.action:<8} "
+            f"{said:<20} {fb.outcome or '':<11} {fb.station or '-'} model "
+            f"{(fb.model_sha256 or '-')[:12]} via {fb.via}"
+        )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``footage export``."""
+    from inspector.footage.labelstudio import export_tasks
+    from inspector.footage.store import FootageStore
+
+    scan, classes = None, []
+    if args.model:
+        from inspector.runtime.backends import load_policy
+
+        policy = load_policy(args.model, allow_torch=True)
+        scan, classes = dict(policy.meta.scan), list(policy.meta.classes)
+        policy.close()
+    with FootageStore(args.store) as store:
+        if args.select == "review":
+            recs = [r for r, _ in store.needs_review()]
+        else:
+            recs = store.records()
+            if args.select == "station":
+                recs = [r for r in recs if r.result is not None]
+        if args.n:
+            recs = recs[: args.n]
+        if not classes:
+            found = {r.label for r in store.records() if r.label}
+            for r in recs:
+                found.update((r.result or {}).get("probabilities") or {})
+            classes = sorted(found)
+        out, cfg, n = export_tasks(store, recs, args.out, scan=scan, classes=classes,
+                                   image_prefix=args.image_prefix)  # fmt: skip
+    print(f"export label-studio: {n} tasks -> {out}; labelling config -> {cfg}")
+    if scan is None:
+        print("export label-studio: no --model, so the glimpse boxes are left out")
+    print(
+        f"serve the frames with LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED=true "
+        f"LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT={Path(args.store).resolve()}"
+    )
     return 0
 
 

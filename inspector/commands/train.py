@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from inspector.commands._args import positive_int
+from inspector.commands._members import add_members_arguments
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--n-envs", type=positive_int, help="parallel environments (overrides the config)"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_members_arguments(p)
     p.set_defaults(func=run_train)
 
     e = sub.add_parser(
@@ -71,6 +73,10 @@ def run_train(args: argparse.Namespace) -> int:
             cfg = cfg.replace(**changes)
         except ValueError as exc:
             raise InspectorError(str(exc)) from None
+    if args.members > 1 or args.ray:
+        from inspector.commands._members import run_members
+
+        return run_members(args, cfg)
     res = train_run(
         args.profile,
         args.camera,

@@ -3,8 +3,10 @@
 The layouts are parsed by :mod:`inspector.annotations` (shared with the
 ``folder`` camera); this module decodes each image, checks it against its
 mask and annotation, and adds it to the store. A corrupt image, a missing or
-mismatched mask, or a damaged annotation file is reported for that file and
-skipped; the import carries on and ends with a summary.
+mismatched mask, a damaged annotation file, a bad row or entry inside one, or a path
+that leaves the footage folder is reported for that file and skipped; the
+import carries on and ends with a summary. Boxes are clipped to the decoded
+image; a box left without area is dropped and counted.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from inspector.annotations import (
     Record,
     annotation_format,
     apply_label_map,
+    clip_boxes,
+    is_inside,
     manifest_in,
     read_coco,
     read_manifest,
@@ -43,6 +47,9 @@ class ImportReport:
     :param present: frames already in the store, unchanged (also repeats within the import).
     :param updated: frames already present that gained a label, mask, boxes or result.
     :param skipped: ``(file, reason)`` for every file that was not imported.
+    :param filtered: manifest rows outside the ``--split`` filter.
+    :param dropped_boxes: annotated boxes dropped because nothing of them lay inside
+        their image (the image itself was imported with its other boxes).
     """
 
     new: int = 0
@@ -50,6 +57,7 @@ class ImportReport:
     updated: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     filtered: int = 0
+    dropped_boxes: int = 0
 
     def line(self) -> str:
         """``12 new, 3 already present, 1 updated, 2 skipped``."""
@@ -59,6 +67,8 @@ class ImportReport:
         s += f", {len(self.skipped)} skipped"
         if self.filtered:
             s += f" ({self.filtered} rows outside the --split filter)"
+        if self.dropped_boxes:
+            s += f", {self.dropped_boxes} boxes outside their image dropped"
         return s
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,6 +79,7 @@ class ImportReport:
             "updated": self.updated,
             "skipped": [{"file": f, "reason": r} for f, r in self.skipped],
             "filtered": self.filtered,
+            "dropped_boxes": self.dropped_boxes,
         }
 
 
@@ -96,19 +107,21 @@ def _records_for(
         raise FootageError(f"--label is for --format masks; {fmt} brings its own labels")
     if fmt == "station":
         return _station_items(src, report)
+    skips = report.skipped
     if fmt == "folder":
         _need_dir(src, fmt)
-        recs = scan_classes(src)
+        recs = scan_classes(src, skips=skips)
     elif fmt == "masks":
         _need_dir(src, fmt)
         if manifest is not None:
-            by_image = {r.image.resolve(): r.label for r in read_manifest(manifest, root=src)}
+            rows = read_manifest(manifest, root=src, skips=skips)
+            by_image = {r.image.resolve(): r.label for r in rows}
             recs = [
                 Record(image=r.image, label=by_image.get(r.image.resolve(), label), mask=r.mask)
-                for r in scan_masks(src)
+                for r in scan_masks(src, skips=skips)
             ]
         else:
-            recs = scan_masks(src, label=label)
+            recs = scan_masks(src, label=label, skips=skips)
     elif fmt == "csv":
         path = src
         if src.is_dir():
@@ -117,7 +130,7 @@ def _records_for(
                 raise FootageError(f"--format csv: no manifest.csv or splits.csv in {src}")
             path = found
         root = images_root if images_root is not None else path.parent
-        all_rows = read_manifest(path, root=root)
+        all_rows = read_manifest(path, root=root, skips=skips)
         recs = [r for r in all_rows if split is None or r.split == split]
         report.filtered = len(all_rows) - len(recs)
         if split is not None and not recs:
@@ -132,7 +145,7 @@ def _records_for(
             path = next((c for c in cands if c.is_file()), src / "annotations.json")
         if path.exists() and annotation_format(path) != "coco":
             raise FootageError(f"{path} is not COCO JSON")
-        recs = read_coco(path, images_root=images_root)
+        recs = read_coco(path, images_root=images_root, skips=skips)
     else:
         raise FootageError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}")
     return [_Item(r) for r in recs]
@@ -174,7 +187,7 @@ def _station_items(src: Path, report: ImportReport) -> list[_Item]:
     if marker.is_file():
         try:
             kind = json.loads(marker.read_text(encoding="utf-8")).get("kind")
-        except (ValueError, AttributeError, OSError):
+        except (ValueError, AttributeError, OSError, RecursionError):
             kind = None
         if kind != KIND:
             raise FootageError(f"{marker}: not a station footage folder (kind {kind!r})")
@@ -186,19 +199,25 @@ def _station_items(src: Path, report: ImportReport) -> list[_Item]:
     for png in sorted(frames.glob("*/*.png")):
         if png.name.startswith("."):
             continue  # a temporary file of a write in progress
+        if not is_inside(src, png):
+            report.skipped.append((str(png), "symlink leading out of the footage folder refused"))
+            results.pop(png.stem, None)
+            continue
         fid = png.stem
         res = results.pop(fid, None)
         if res is None:
             report.skipped.append((str(png), f"no {RESULT_SUFFIX} beside it (unmatched frame)"))
             continue
         try:
+            if not is_inside(src, res) or res.stat().st_size > 1024 * 1024:
+                raise ValueError("outside the folder or over 1 MiB")
             doc = json.loads(res.read_text(encoding="utf-8"))
             if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(
                 "inspector.result/"
             ):
                 raise ValueError("not an inspector.result document")
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            report.skipped.append((str(res), f"damaged result JSON ({exc})"))
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+            report.skipped.append((str(res), f"damaged result JSON ({str(exc)[:200]})"))
             continue
         items.append(_Item(Record(image=png), result=doc))
     for fid, res in sorted(results.items()):
@@ -217,6 +236,7 @@ def import_footage(
     images_root: str | Path | None = None,
     label_map: Mapping[str, str] | None = None,
     progress: bool = True,
+    max_pixels: int | None = None,
 ) -> ImportReport:
     """Import ``src`` in format ``fmt`` into ``store``.
 
@@ -230,6 +250,8 @@ def import_footage(
     :param images_root: where images are when not beside their annotations.
     :param label_map: rename labels (``free`` -> ``ok``).
     :param progress: show a tqdm bar.
+    :param max_pixels: refuse images whose header states more pixels (default
+        :func:`inspector.imageio.max_image_pixels`).
     :raises FootageError: the source cannot be read at all (a missing folder, a manifest
         without an ``image`` column, a COCO file that is not COCO).
     """
@@ -251,7 +273,7 @@ def import_footage(
         items = [_Item(r, it.result) for r, it in zip(mapped, items)]
     seen: set[str] = set()
     for n, item in enumerate(_progress(items, progress, fmt)):
-        _import_one(store, item, fmt, src, report, seen)
+        _import_one(store, item, fmt, src, report, seen, max_pixels)
         if n % 200 == 199:
             store.commit()
     store.commit()
@@ -273,10 +295,11 @@ def _import_one(
     src: Path,
     report: ImportReport,
     seen: set[str],
+    max_pixels: int | None = None,
 ) -> None:
     rec = item.record
     where = str(rec.image)
-    img, why = read_image(rec.image, grayscale=True)
+    img, why = read_image(rec.image, grayscale=True, max_pixels=max_pixels)
     if img is None:
         report.skipped.append((where, why or "unreadable"))
         return
@@ -288,7 +311,7 @@ def _import_one(
         return
     mask = None
     if rec.mask is not None:
-        mask, why = read_mask(rec.mask)
+        mask, why = read_mask(rec.mask, max_pixels=max_pixels)
         if mask is None:
             report.skipped.append((where, f"its mask {rec.mask}: {why}"))
             return
@@ -297,7 +320,12 @@ def _import_one(
                 (where, f"its mask {rec.mask} is {mask.shape[1]}x{mask.shape[0]}, image {w}x{h}")
             )
             return
-    boxes = tuple(b for b in rec.boxes if b.x0 < w and b.y0 < h)
+    boxes, dropped = clip_boxes(rec.boxes, w, h)
+    dropped += rec.dropped_boxes
+    if rec.boxes and not boxes:
+        # Imported without them it would pass for an ok part.
+        report.skipped.append((where, f"every box ({len(rec.boxes)}) lies outside the image"))
+        return
     gray = to_gray(img)
     fid = frame_hash(gray)
     if item.result is not None and fmt == "station" and Path(where).stem != fid:
@@ -326,6 +354,7 @@ def _import_one(
         frame_id=fid,
         commit=False,
     )
+    report.dropped_boxes += dropped
     if outcome.status == "new":
         report.new += 1
     elif outcome.status == "updated":

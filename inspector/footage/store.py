@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 import uuid
@@ -35,7 +36,10 @@ from inspector.footage_hash import sha256_bytes
 from inspector.frames import Box, Frame, Truth
 
 #: Where a label came from, weakest first: a later, stronger source may replace it.
+#: An operator's label may name the operator: ``operator:<name>`` (see :func:`source_kind`).
 LABEL_SOURCES: tuple[str, ...] = ("station-verdict", "import", "operator")
+#: What an operator's name may look like in ``operator:<name>``.
+OPERATOR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@\-]{0,63}$")
 #: Default held-out threshold on the first byte of the frame hash (51/256 = 19.9 %).
 DEFAULT_HELDOUT_THRESHOLD = 51
 #: Station frames below this confidence are listed for review.
@@ -67,6 +71,20 @@ CREATE TABLE IF NOT EXISTS frames (
     confidence    REAL
 );
 CREATE INDEX IF NOT EXISTS frames_split ON frames(split);
+CREATE TABLE IF NOT EXISTS feedback (
+    frame_id      TEXT NOT NULL,
+    result_id     TEXT,
+    station       TEXT,
+    model_sha256  TEXT,
+    operator      TEXT NOT NULL,
+    label         TEXT NOT NULL,
+    station_label TEXT,
+    verdict       TEXT,
+    operator_verdict TEXT,
+    at            REAL NOT NULL,
+    via           TEXT
+);
+CREATE INDEX IF NOT EXISTS feedback_frame ON feedback(frame_id);
 CREATE TABLE IF NOT EXISTS label_history (
     frame_id TEXT NOT NULL,
     label    TEXT,
@@ -245,13 +263,35 @@ class AddOutcome:
     changes: list[str] = field(default_factory=list)
 
 
+def source_kind(source: str | None) -> str | None:
+    """The kind of a label source: ``operator:alice`` -> ``operator``; others unchanged."""
+    if source is None:
+        return None
+    return source.split(":", 1)[0]
+
+
+def check_source(source: str) -> str:
+    """``source`` when it is a label source (``import``, ``operator``, ``operator:<name>``...).
+
+    :raises FootageError: unknown kind, or a bad operator name.
+    """
+    kind, sep, name = source.partition(":")
+    if kind not in LABEL_SOURCES or (sep and (kind != "operator" or not OPERATOR_RE.match(name))):
+        raise FootageError(
+            f"label source must be one of {', '.join(LABEL_SOURCES)} or operator:<name> "
+            f"(letters, digits, _ . @ -), got {source!r}"
+        )
+    return source
+
+
 def _stronger(new: str | None, old: str | None) -> bool:
     """Whether a label from ``new`` may replace one from ``old``."""
     if new is None:
         return False
     if old is None:
         return True
-    return LABEL_SOURCES.index(new) > LABEL_SOURCES.index(old)
+    rank = LABEL_SOURCES.index
+    return rank(source_kind(new) or "") > rank(source_kind(old) or "")
 
 
 class FootageStore:
@@ -369,8 +409,8 @@ class FootageStore:
         :param commit: commit the index now (importers batch and call :meth:`commit`).
         :raises FootageError: bad label source or a mask of another size.
         """
-        if label_source is not None and label_source not in LABEL_SOURCES:
-            raise FootageError(f"label source must be one of {', '.join(LABEL_SOURCES)}")
+        if label_source is not None:
+            check_source(label_source)
         if label is not None and label_source is None:
             label_source = "import"
         gray = to_gray(image)
@@ -470,12 +510,12 @@ class FootageStore:
 
         :param frame_id: the full frame id.
         :param label: the new label.
-        :param source: the label source (default ``operator``).
+        :param source: the label source (default ``operator``; ``operator:<name>`` names
+            who).
         :param commit: commit now (a batch of corrections commits once).
         :raises FootageError: unknown frame or label source.
         """
-        if source not in LABEL_SOURCES:
-            raise FootageError(f"label source must be one of {', '.join(LABEL_SOURCES)}")
+        check_source(source)
         row = self.db.execute(
             "SELECT label, label_source FROM frames WHERE frame_id = ?", (frame_id,)
         ).fetchone()
@@ -625,7 +665,7 @@ class FootageStore:
         """
         out = []
         for rec in self.iter_records():
-            if rec.label_source == "operator":
+            if source_kind(rec.label_source) == "operator":
                 continue
             if rec.label is None:
                 out.append((rec, "unlabelled"))

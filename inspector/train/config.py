@@ -87,6 +87,11 @@ class TrainConfig:
         sight yet.
     :param verdict_stop_weight: weight, in that cross-entropy, of the steps where the
         scripted teacher stops (the only ones where the verdict is read); 1 = none.
+    :param distill_timesteps: with ``train --members K``, the student's environment steps
+        of distillation from the members' ensemble; 0 = half a member's timesteps.
+    :param distill_w_kd: with ``train --members K``, the student's weight of the KL term
+        whose teacher is the ensemble (``w_kd`` of the student; see
+        ``inspector.train.members``).
     """
 
     n_envs: int = 4
@@ -131,6 +136,8 @@ class TrainConfig:
     verdict_on_stop: bool = True
     verdict_balance: bool = False
     verdict_stop_weight: float = 1.0
+    distill_timesteps: int = 0
+    distill_w_kd: float = 1.0
 
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
@@ -141,10 +148,10 @@ class TrainConfig:
             raise ValueError(f"vec_env must be 'subproc' or 'dummy', got {self.vec_env!r}")
         if not 0.0 < self.gamma <= 1.0:
             raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
-        for name in ("w_rl", "w_sl", "w_kd", "learning_rate", "lr_floor"):
+        for name in ("w_rl", "w_sl", "w_kd", "learning_rate", "lr_floor", "distill_w_kd"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
-        for name in ("bc_samples", "perception_samples", "critic_warmup"):
+        for name in ("bc_samples", "perception_samples", "critic_warmup", "distill_timesteps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.perception_levels not in PERCEPTION_LEVELS:

@@ -134,12 +134,16 @@ def build_model(env: Any, profile: Profile, cfg: TrainConfig, teacher: Any, tb_d
 
 
 def resolve_teacher(cfg: TrainConfig, teacher_path: str | None) -> Any:
-    """``scripted``, a loaded model's policy, or None."""
+    """``scripted``, a loaded model's policy, an ensemble directory's teacher, or None."""
     spec = teacher_path or cfg.teacher
     if spec in (None, "", "none"):
         return None
     if spec == "scripted":
         return "scripted"
+    from inspector.train.distill import is_ensemble_dir, load_ensemble_teacher
+
+    if is_ensemble_dir(spec):  # distillation: a verdict ensemble teaches (train --members)
+        return load_ensemble_teacher(spec)
     from inspector.runtime.torch_backend import load_trained
 
     model, _, _ = load_trained(spec)

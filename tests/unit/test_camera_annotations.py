@@ -52,13 +52,18 @@ def test_manifest_split_filter_and_paths(tmp_path):
         "image,mask,label,split\n"
         "A/x.jpg,A/x.png,crack,test\n"
         "A/y.jpg,,free,train\n"
+        "B/z.jpg,,free,test\n"
         "/abs/z.jpg,,free,test\n"
     )
-    recs = read_manifest(tmp_path / "m.csv", split="test")
-    assert [r.image for r in recs] == [tmp_path / "A/x.jpg", tmp_path.__class__("/abs/z.jpg")]
+    skips = []
+    recs = read_manifest(tmp_path / "m.csv", split="test", skips=skips)
+    assert [r.image for r in recs] == [tmp_path / "A/x.jpg", tmp_path / "B/z.jpg"]
     assert recs[0].mask == tmp_path / "A/x.png" and recs[0].label == "crack"
     assert recs[1].mask is None and recs[1].split == "test"
-    assert len(read_manifest(tmp_path / "m.csv")) == 3
+    # An absolute path is a counted, named skip (paths stay inside the footage folder).
+    assert skips == [(f"{tmp_path / 'm.csv'}:5", skips[0][1])]
+    assert "absolute path refused" in skips[0][1]
+    assert len(read_manifest(tmp_path / "m.csv", skips=[])) == 3
     with pytest.raises(FootageError, match="no rows of split 'tset'; splits: test, train"):
         read_manifest(tmp_path / "m.csv", split="tset")
 
@@ -116,8 +121,12 @@ def test_coco(tmp_path):
     assert annotation_format(tmp_path / "ann.json") == "coco"
     doc["annotations"][0]["category_id"] = 99
     (tmp_path / "bad.json").write_text(json.dumps(doc))
-    with pytest.raises(FootageError, match="unknown category_id 99"):
-        read_coco(tmp_path / "bad.json")
+    skips = []
+    recs = read_coco(tmp_path / "bad.json", skips=skips)
+    # The image with the unusable annotation is skipped: without its box it would pass as ok.
+    assert [r.image.name for r in recs] == ["b.png"]
+    assert skips == [(f"{tmp_path / 'bad.json'}:images[0]", skips[0][1])]
+    assert "unknown category_id 99" in skips[0][1]
     (tmp_path / "notjson.json").write_text("{oops")
     with pytest.raises(FootageError, match="not valid JSON"):
         read_coco(tmp_path / "notjson.json")

@@ -1,0 +1,137 @@
+"""``train --members 2`` on this machine: kill -9 mid-member, ``--resume``, ensemble and
+student side by side, and ``export`` of either."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration._members import (
+    DISTILL_STEPS,
+    MEMBER_STEPS,
+    PY,
+    ROOT,
+    attempts,
+    env,
+    latest_step,
+    read_json,
+    train_args,
+    wait_for,
+)
+
+
+@pytest.fixture(scope="module")
+def members_run(tmp_path_factory) -> tuple[Path, int]:
+    """A --members 2 run killed (kill -9, the whole process group) after m0's first
+    checkpoint, then finished with --resume. Returns (run, step m0 was killed at)."""
+    out = tmp_path_factory.mktemp("members") / "run"
+    log = out.parent / "first.log"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(
+            train_args(out, "--parallel", "1"),
+            cwd=ROOT,
+            env=env(),
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    m0 = out / "members" / "m0"
+    try:
+        wait_for(lambda: latest_step(m0) > 0, 300, "m0's first checkpoint", proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    killed_at = latest_step(m0)
+    assert not (m0 / "cost.json").exists(), "m0 finished before it was killed"
+    done = subprocess.run(
+        train_args(out, "--parallel", "1", "--resume"),
+        cwd=ROOT,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out, killed_at
+
+
+def test_a_killed_member_continues_from_its_checkpoint(members_run):
+    out, killed_at = members_run
+    m0 = out / "members" / "m0"
+    tries = attempts(m0)
+    assert len(tries) == 2
+    assert tries[0]["finished"] is False and tries[1]["finished"] is True
+    assert tries[1]["resumed_from"] == killed_at > 0
+    assert latest_step(m0) == MEMBER_STEPS
+    # The killed attempt's CPU time counts (its heartbeat recorded it).
+    assert read_json(m0 / "cost.json")["cpu_s"] >= tries[1]["cpu_s"]
+    assert len(attempts(out / "members" / "m1")) == 1
+
+
+def test_members_ensemble_and_student_side_by_side(members_run):
+    out, _ = members_run
+    for name in ("m0", "m1"):
+        assert (out / "members" / name / "report.json").is_file()
+    ens = read_json(out / "ensemble" / "ensemble.json")
+    assert ens["members"] == ["../members/m0", "../members/m1"]
+    assert (out / "ensemble" / "report.json").is_file()
+    student = out / "student"
+    assert (student / "model.zip").is_file() and (student / "report.json").is_file()
+    cfg = read_json(student / "member.json")["config"]
+    assert cfg["teacher"] == str((out / "ensemble").resolve()) and cfg["w_kd"] == 1.0
+    assert latest_step(student) == DISTILL_STEPS
+    rows = {r["name"]: r for r in read_json(out / "members.json")["rows"]}
+    assert list(rows) == ["m0", "m1", "ensemble", "student"]
+    members_min = rows["m0"]["cpu_min"] + rows["m1"]["cpu_min"]
+    assert rows["student"]["cpu_min_to_deployable"] >= members_min
+    table = (out / "report.md").read_text()
+    for name in rows:
+        assert f"| {name} |" in table
+
+
+def test_export_takes_the_student_or_the_ensemble(members_run, tmp_path):
+    import onnx
+
+    out, _ = members_run
+    for what, n_members in (("student", 0), ("ensemble", 2)):
+        target = tmp_path / f"{what}.onnx"
+        proc = subprocess.run(
+            [
+                PY,
+                str(ROOT / "main.py"),
+                "export",
+                str(out / what),
+                "--out",
+                str(target),
+                "--observations",
+                "32",
+            ],
+            cwd=ROOT,
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        props = {p.key: p.value for p in onnx.load(str(target)).metadata_props}
+        ensemble = props.get("inspector.ensemble")
+        assert (len(json.loads(ensemble)) if ensemble else 0) == n_members
+
+
+def test_the_same_directory_again_needs_resume(members_run):
+    out, _ = members_run
+    proc = subprocess.run(
+        train_args(out, "--parallel", "1"),
+        cwd=ROOT,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert "--resume" in proc.stderr and "Traceback" not in proc.stderr
