@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "retrain",
     "models",
     "demo",
+    "health",
 )
 
 
