@@ -18,6 +18,7 @@ its provenance and prints what changed.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -313,8 +314,6 @@ def run_pairs(
                     profile_sha256=profile.sha256,
                     judge=args.judge,
                 )
-                import json
-
                 doc = pref.to_json()
                 doc["recorded_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 fh.write(json.dumps(doc, separators=(",", ":")) + "\n")
