@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inspector.datasets import magnetic_tile_root
+from benchmarks.harness import magnetic_tile_root
 
 
 @pytest.fixture(scope="session")

@@ -23,3 +23,14 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """``type=`` for counts where 0 means none (cloning samples ...)."""
     return _int(text, 0, "a non-negative integer")
+
+
+def fraction(text: str) -> float:
+    """``type=`` for rates 0..1 (false-alarm ceilings, recall floors)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction 0..1, got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction 0..1, got {text!r}")
+    return v

@@ -5,17 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from inspector.commands._args import positive_int
-
-
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction 0..1, got {text!r}") from None
-    if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a fraction 0..1, got {text!r}")
-    return v
+from inspector.commands._args import fraction, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,13 +39,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     goal = p.add_mutually_exclusive_group()
     goal.add_argument(
         "--max-false-alarms",
-        type=_fraction,
+        type=fraction,
         metavar="F",
         help="highest defect recall with at most this false-alarm rate (e.g. 0.05)",
     )
     goal.add_argument(
         "--min-recall",
-        type=_fraction,
+        type=fraction,
         metavar="R",
         help="fewest false alarms with at least this defect recall (e.g. 0.95)",
     )
@@ -67,8 +57,6 @@ def run_calibrate(args: argparse.Namespace) -> int:
     """Choose the ok bias and store it with the model."""
     from inspector.camera import parse_params
     from inspector.errors import InspectorError
-    from inspector.runtime.operating_point import OperatingPoint, choose_bias, rates_at
-    from inspector.train.evaluate import part_probabilities
 
     path = Path(args.model)
     suffix = path.suffix.lower()
@@ -93,18 +81,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
         objective, target = "balanced", None
 
     from inspector.runtime.backends import load_policy
+    from inspector.train.calibration import choose_operating_point, store_in_run
 
     policy = load_policy(path, allow_torch=True)
-    meta = policy.meta
-    probs, y = part_probabilities(policy, args.camera, params, args.episodes)
-    bias, at_bias = choose_bias(probs, y, meta.outcome_matrix, objective, target)
-    at_zero = rates_at(probs, y, meta.outcome_matrix, 0.0)
-    source = " ".join([args.camera, *(f"{k}={v}" for k, v in sorted(params.items()))])
+    cal = choose_operating_point(policy, args.camera, params, args.episodes, objective, target)
+    bias = cal.ok_bias
     print(
-        f"calibrate: {len(y)} parts from {source}, objective {objective}"
+        f"calibrate: {cal.frames} parts from {cal.source}, objective {objective}"
         + (f" {target:g}" if target is not None else "")
     )
-    for name, r, b in (("as trained", at_zero, 0.0), ("chosen", at_bias, bias)):
+    for name, r, b in (("as trained", cal.at_zero, 0.0), ("chosen", cal.at_bias, bias)):
         print(
             f"  {name:10s} ok bias {b:+6.2f}: balanced {_f(r['balanced_accuracy'])}, "
             f"defect recall {_f(r['defect_recall'])}, false alarms {_f(r['false_alarm_rate'])}"
@@ -116,20 +102,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         _write_onnx_bias(path, bias)
         print(f"calibrate: ok bias {bias:+.2f} written into {path}'s metadata")
         return 0
-    from inspector.footage_hash import sha256_file
-
-    run_dir = path if path.is_dir() else path.parent
-    point = OperatingPoint(
-        ok_bias=bias,
-        objective=objective,
-        target=target,
-        model_sha256=sha256_file(run_dir / "model.zip"),
-        frames=len(y),
-        source=source,
-        at_bias=at_bias,
-        at_zero=at_zero,
-    )
-    out = point.write(run_dir)
+    out = store_in_run(path if path.is_dir() else path.parent, cal)
     print(f"calibrate: wrote {out} (export carries it into the ONNX metadata)")
     return 0
 

@@ -6,15 +6,22 @@ import argparse
 import json
 from pathlib import Path
 
-from inspector.commands._args import positive_int
+from inspector.commands._args import fraction, positive_int
 from inspector.commands._members import add_members_arguments
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from inspector.train.presets import PRESETS, preset_names
+
+    presets = "; ".join(f"{k}: {v.about} ({v.timesteps:,} steps)" for k, v in PRESETS.items())
     p = sub.add_parser(
         "train",
         help="train a policy with HybridPPO",
-        description="Train a scan-focus-classify policy with HybridPPO (PPO + cross-entropy + KL).",
+        description="Train a scan-focus-classify policy with HybridPPO (PPO + cross-entropy + "
+        "KL) with the best recipe known for the kind of data (--preset, chosen from the camera "
+        "by default). With held-out labelled frames (the val split of a manifest; synthetic "
+        "panels of another seed) the run keeps its best model on them, not the last, and "
+        "ends by choosing the operating point there, as calibrate does.",
     )
     p.add_argument("--profile", required=True, help="reward profile YAML")
     p.add_argument("--camera", required=True, help="camera driver (synthetic, folder, ...)")
@@ -22,10 +29,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--param", action="append", default=[], metavar="KEY=VALUE", help="driver parameter"
     )
     p.add_argument(
-        "--timesteps", type=positive_int, required=True, help="environment steps to train"
+        "--timesteps",
+        type=positive_int,
+        help="environment steps of PPO (default: the preset's)",
     )
     p.add_argument("--out", required=True, help="run directory (model, config, report)")
-    p.add_argument("--config", help="TrainConfig YAML (see docs: every field documented)")
+    p.add_argument(
+        "--preset",
+        choices=preset_names(),
+        help=f"the recipe (default auto: synthetic for the synthetic camera, footage for "
+        f"every other; with --config and no --preset, the config file alone); {presets}",
+    )
+    p.add_argument(
+        "--config",
+        help="TrainConfig YAML (docs/training.md): alone, the whole recipe over the bare "
+        "defaults; with --preset, its keys go on top of the preset",
+    )
+    goal = p.add_mutually_exclusive_group()
+    goal.add_argument(
+        "--max-false-alarms",
+        type=fraction,
+        metavar="F",
+        help="operating point: highest val defect recall with at most this false-alarm rate",
+    )
+    goal.add_argument(
+        "--min-recall",
+        type=fraction,
+        metavar="R",
+        help="operating point: fewest val false alarms with at least this defect recall",
+    )
+    goal.add_argument(
+        "--no-calibrate", action="store_true", help="end without choosing an operating point"
+    )
     p.add_argument("--teacher", help="teacher model for the KL term ('scripted', 'none' or a run)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--seed", type=int, help="random seed (overrides the config)")
@@ -41,7 +76,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="evaluate a model (.zip run, .onnx or .engine)",
         description="Evaluate a trained run or an exported .onnx/.engine on fixed parts.",
     )
-    e.add_argument("model", help="run directory, model.zip, .onnx or .engine")
+    e.add_argument(
+        "model", help="run directory, model.zip, .onnx, .engine or a train --members ensemble"
+    )
     e.add_argument("--camera", required=True, help="camera driver")
     e.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="driver parameter"
@@ -57,45 +94,90 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from inspector.camera import parse_params
     from inspector.errors import InspectorError
+    from inspector.profile import load_profile
+    from inspector.train import presets
     from inspector.train.config import TrainConfig
     from inspector.train.runner import train_run
 
     if not Path(args.profile).is_file():
         raise InspectorError(f"profile not found: {args.profile}")
-    cfg = TrainConfig.load(args.config) if args.config else TrainConfig()
-    changes = {}
+    if args.config and args.preset is None:  # a config file alone is the whole recipe
+        preset, cfg, notes = presets.resolve(presets.NONE, args.camera)
+        cfg = TrainConfig.load(args.config)
+    else:
+        profile = load_profile(args.profile)
+        preset, cfg, notes = presets.resolve(args.preset, args.camera, profile)
+        if args.config:
+            cfg = presets.with_config_file(cfg, args.config)
+    changes: dict = {}
     if args.seed is not None:
         changes["seed"] = args.seed
     if args.n_envs is not None:
         changes["n_envs"] = args.n_envs
+    if args.max_false_alarms is not None:
+        changes.update(operating_point="max_false_alarms", operating_target=args.max_false_alarms)
+    elif args.min_recall is not None:
+        changes.update(operating_point="min_recall", operating_target=args.min_recall)
+    elif args.no_calibrate:
+        changes.update(operating_point="none", operating_target=None)
     if changes:
         try:
             cfg = cfg.replace(**changes)
         except ValueError as exc:
             raise InspectorError(str(exc)) from None
+    timesteps = args.timesteps or preset.timesteps
+    recipe = presets.describe(preset, cfg)
+    if args.config and args.preset is None:
+        recipe = {**recipe, "name": "config", "about": f"the config file {args.config} alone"}
+    print(f"recipe {recipe['name']}: {recipe['about']}; {timesteps:,} steps of PPO")
+    for note in notes:
+        print(f"  {note}")
     if args.members > 1 or args.ray:
         from inspector.commands._members import run_members
 
+        args.timesteps = timesteps
         return run_members(args, cfg)
     res = train_run(
         args.profile,
         args.camera,
         parse_params(args.param),
-        args.timesteps,
+        timesteps,
         args.out,
         cfg,
         teacher_path=args.teacher,
         resume=args.resume,
         progress=not args.no_progress,
+        recipe={**recipe, "notes": notes},
     )
     print(f"trained {res.timesteps} steps -> {res.model_path}")
     if res.report:
-        r = res.report
-        print(
-            f"eval: accuracy {r['accuracy']:.3f}, balanced {r['balanced_accuracy']:.3f}, "
-            f"mean steps {r['mean_steps']:.1f}, native share {r['native_share']:.2f}"
-        )
+        print_report(res.report)
     return 0
+
+
+def print_report(r: dict) -> None:
+    """The end of ``train``: the kept model, the operating point, the evaluation."""
+    kept, op = r.get("kept"), r.get("operating_point")
+    if kept:
+        print(f"kept: {kept['why']}")
+    if op and op.get("frames"):
+        f, a = op["frames"], op["at_bias"]
+        print(
+            f"operating point: ok bias {op['ok_bias']:+.2f} ({op['objective']}) on "
+            f"{f['count']} val parts: balanced {a['balanced_accuracy']:.3f}, defect recall "
+            f"{_f(a['defect_recall'])}, false alarms {_f(a['false_alarm_rate'])}"
+        )
+    elif op:
+        print(f"operating point: {op['why']}")
+    print(
+        f"eval ({r['episodes']} parts, ok bias {r.get('ok_bias', 0.0):+.2f}): accuracy "
+        f"{r['accuracy']:.3f}, balanced {r['balanced_accuracy']:.3f}, "
+        f"mean steps {r['mean_steps']:.1f}, native share {r['native_share']:.2f}"
+    )
+
+
+def _f(v: float | None) -> str:
+    return "n/a" if v is None or v != v else f"{v:.3f}"
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -106,7 +188,12 @@ def run_eval(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise InspectorError(f"--episodes must be positive, got {args.episodes}")
-    policy = load_policy(args.model, allow_torch=True)
+    from inspector.train.distill import ensemble_policy, is_ensemble_dir
+
+    if is_ensemble_dir(args.model):  # train --members' ensemble: its members in torch
+        policy = ensemble_policy(args.model)
+    else:
+        policy = load_policy(args.model, allow_torch=True)
     result, kept = evaluate(policy, args.camera, parse_params(args.param), args.episodes, keep=6)
     result["model"] = str(args.model)
     result["backend"] = policy.backend

@@ -1,10 +1,10 @@
 """Where the members of ``train --members`` run: local processes, or Ray tasks.
 
-Every member is a spec file (:class:`inspector.train.members.MemberSpec`) that
-:func:`inspector.train.members.run_member` trains, resuming from the member's last
+Every member is a spec file (:class:`inspector.train.member_run.MemberSpec`) that
+:func:`inspector.train.member_run.run_member` trains, resuming from the member's last
 checkpoint. So running a member again after its process died *is* the recovery:
 
-* **local** (no Ray): one process per member (``python -m inspector.train.members
+* **local** (no Ray): one process per member (``python -m inspector.train.member_run
   SPEC``), as many at once as the machine's cores allow for the config (a member with
   ``vec_env: subproc`` uses ``n_envs`` cores); a member that exits with an error is
   started again from its checkpoint (twice at most). Each process dies with the
@@ -105,7 +105,7 @@ def _start(spec: Path, threads: int) -> subprocess.Popen:
     logf = open(spec.parent / "train.log", "ab")  # noqa: SIM115 (handed to the child)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "inspector.train.members", str(spec)],
+            [sys.executable, "-m", "inspector.train.member_run", str(spec)],
             stdout=logf,
             stderr=subprocess.STDOUT,
             env=env,
@@ -125,7 +125,7 @@ def _log_tail(spec: Path, n: int = 8) -> str:
 
 def run_local(specs: Sequence[Path], parallel: int) -> None:
     """Run the specs as local processes, ``parallel`` at a time, each retried on failure."""
-    from inspector.train.members import is_done
+    from inspector.train.member_run import is_done
 
     todo = [Path(s) for s in specs if not is_done(Path(s).parent)]
     threads = max(1, cores() // max(1, parallel))
@@ -168,7 +168,7 @@ def _ray_member(spec: str) -> dict[str, Any]:
     """The Ray task: train one spec (in the worker's process)."""
     import logging as _logging
 
-    from inspector.train.members import run_member
+    from inspector.train.member_run import run_member
 
     handler = _logging.FileHandler(Path(spec).parent / "train.log")
     handler.setFormatter(_logging.Formatter("%(asctime)s %(name)s: %(message)s"))
@@ -199,7 +199,7 @@ def run_ray(specs: Sequence[Path], address: str, cpus: int) -> None:
     A task whose worker dies is retried (``RAY_RETRIES`` times) and resumes from its
     checkpoint; the specs' directories must be on storage every node sees.
     """
-    from inspector.train.members import is_done
+    from inspector.train.member_run import is_done
 
     ray = import_ray()
     todo = [str(Path(s).resolve()) for s in specs if not is_done(Path(s).parent)]

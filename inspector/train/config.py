@@ -12,6 +12,10 @@ from inspector.config import load_dataclass
 
 #: ``perception_levels`` values: the zoom levels perception pretraining crops come from.
 PERCEPTION_LEVELS = ("native", "all")
+#: ``select_metric`` values.
+SELECT_METRICS = ("balanced_accuracy", "defect_auroc")
+#: ``operating_point`` values: calibrate's objectives, or none.
+OPERATING_POINTS = ("balanced", "max_false_alarms", "min_recall", "none")
 
 
 @dataclass
@@ -87,6 +91,25 @@ class TrainConfig:
         sight yet.
     :param verdict_stop_weight: weight, in that cross-entropy, of the steps where the
         scripted teacher stops (the only ones where the verdict is read); 1 = none.
+    :param val_camera_params: camera parameter overrides that give held-out labelled
+        frames (never the test split); empty: derived from the training camera (a
+        manifest's or store's ``split: train`` becomes ``split: val``; the synthetic
+        camera another panel seed), none where nothing can be derived (see
+        ``inspector.train.select``). They choose the kept checkpoint and the operating
+        point.
+    :param select_interval: environment steps of PPO between checks of the model on the
+        val frames (also checked after pretraining and at the end); the run keeps the
+        best checked model, not the last. 0 (the bare default; the presets set 16384):
+        keep the last model.
+    :param select_episodes: val parts per check (a folder: at most all its val frames).
+    :param select_metric: what picks the kept model on val: ``balanced_accuracy`` (ties:
+        defect AUROC) or ``defect_auroc`` (threshold-free; ties: balanced accuracy).
+        Equal scores keep the later model.
+    :param operating_point: the objective with which training ends by choosing the ok
+        bias on the val frames, as ``inspector calibrate`` does: ``balanced``,
+        ``max_false_alarms``, ``min_recall``, or ``none`` (no operating point; the bare
+        default, the presets set ``balanced``).
+    :param operating_target: the false-alarm ceiling or recall floor of that objective.
     :param distill_timesteps: with ``train --members K``, the student's environment steps
         of distillation from the members' ensemble; 0 = half a member's timesteps.
     :param distill_w_kd: with ``train --members K``, the student's weight of the KL term
@@ -136,6 +159,12 @@ class TrainConfig:
     verdict_on_stop: bool = True
     verdict_balance: bool = False
     verdict_stop_weight: float = 1.0
+    val_camera_params: dict[str, str] = field(default_factory=dict)
+    select_interval: int = 0
+    select_episodes: int = 200
+    select_metric: str = "balanced_accuracy"
+    operating_point: str = "none"
+    operating_target: float | None = None
     distill_timesteps: int = 0
     distill_w_kd: float = 1.0
 
@@ -164,6 +193,25 @@ class TrainConfig:
             raise ValueError(
                 f"verdict_stop_weight must be positive, got {self.verdict_stop_weight}"
             )
+        if self.select_interval < 0 or self.select_episodes < 1:
+            raise ValueError("select_interval must be >= 0 and select_episodes >= 1")
+        if self.select_metric not in SELECT_METRICS:
+            raise ValueError(
+                f"select_metric must be one of {', '.join(SELECT_METRICS)},"
+                f" got {self.select_metric!r}"
+            )
+        if self.operating_point not in OPERATING_POINTS:
+            raise ValueError(
+                f"operating_point must be one of {', '.join(OPERATING_POINTS)},"
+                f" got {self.operating_point!r}"
+            )
+        needs_target = self.operating_point in ("max_false_alarms", "min_recall")
+        if needs_target != (self.operating_target is not None):
+            raise ValueError(
+                "operating_target is needed by max_false_alarms and min_recall, and only by them"
+            )
+        if needs_target and not 0.0 <= float(self.operating_target) <= 1.0:
+            raise ValueError(f"operating_target must be 0..1, got {self.operating_target}")
         if self.w_rl + self.w_sl + self.w_kd <= 0:
             raise ValueError("w_rl + w_sl + w_kd must be positive")
 

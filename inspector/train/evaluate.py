@@ -23,7 +23,11 @@ EVAL_INDEX_BASE = 2_000_000_000
 
 
 def eval_indices(driver: Any, episodes: int) -> list[int] | None:
-    """Fixed frame indices for evaluation: all frames of a finite source, or a block."""
+    """Fixed frame indices for evaluation: all frames of a finite source, or a block.
+
+    A finite source with more frames than ``episodes`` gives evenly spaced frames, not
+    its first ones: folders and manifests are often sorted by class.
+    """
     try:
         n = len(driver)
     except TypeError:
@@ -32,7 +36,9 @@ def eval_indices(driver: Any, episodes: int) -> list[int] | None:
         return None
     if n is None:
         return list(range(EVAL_INDEX_BASE, EVAL_INDEX_BASE + episodes))
-    return list(range(min(n, episodes)))
+    if n <= episodes:
+        return list(range(n))
+    return sorted({int(round(i * (n - 1) / max(1, episodes - 1))) for i in range(episodes)})
 
 
 def metrics(

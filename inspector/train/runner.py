@@ -331,13 +331,21 @@ def train_run(
     progress: bool = True,
     evaluate_after: bool = True,
     init_from: str | None = None,
+    recipe: Mapping[str, Any] | None = None,
 ) -> TrainResult:
     """Train a policy; see ``inspector train --help``.
 
+    With held-out labelled frames (:func:`inspector.train.select.val_params`) the run
+    keeps its best model on them, not the last, and ends by choosing its operating point
+    there; report.json says which model was kept, why, and on which frames.
+
     :param init_from: a model whose weights initialise the new one (same spaces).
+    :param recipe: what the report says about the recipe (the preset; see
+        :func:`inspector.train.presets.describe`).
     """
     from inspector.train.hybrid import HybridPPO
     from inspector.train.perception import freeze_glimpse_cnn
+    from inspector.train.select import BestOnVal, end_of_training, val_params
 
     cfg = cfg or TrainConfig()
     if timesteps < 1:
@@ -354,9 +362,17 @@ def train_run(
             json.dumps({"camera": camera, "params": dict(camera_params)}, indent=2)
         )
     teacher = resolve_teacher(cfg, teacher_path)
+    latest = out / "checkpoints" / "latest.json"
+    val, val_source = val_params(camera, camera_params, cfg)
+    sel = (
+        BestOnVal(
+            out, profile, camera, val, cfg, val_source, fresh=not (resume and latest.is_file())
+        )
+        if val is not None and cfg.select_interval > 0
+        else None
+    )
     env = make_vec_env(str(prof_copy), camera, camera_params, cfg, teacher == "scripted")
     tb = str(out / "tb")
-    latest = out / "checkpoints" / "latest.json"
     try:
         if resume and latest.is_file():
             state = json.loads(latest.read_text())
@@ -405,9 +421,10 @@ def train_run(
             remaining = timesteps
             reset = True
         if remaining > 0:
+            callbacks = [_callbacks(out, cfg, timesteps, progress)]
             model.learn(
                 remaining,
-                callback=_callbacks(out, cfg, timesteps, progress),
+                callback=callbacks + ([sel.callback()] if sel else []),
                 reset_num_timesteps=reset,
                 tb_log_name="hybrid_ppo",
             )
@@ -415,25 +432,42 @@ def train_run(
         tmp = out / ".model.tmp.zip"
         model.save(str(tmp))
         tmp.replace(out / "model.zip")
+        ending = end_of_training(out, model, sel, camera, val, val_source, cfg)
     finally:
         env.close()
     report = None
     if evaluate_after and cfg.final_eval_episodes > 0:
-        report = evaluate_run(out, camera, {**camera_params, **cfg.eval_camera_params}, cfg)
+        extra = {**ending, **({"recipe": dict(recipe)} if recipe else {})}
+        params = {**camera_params, **cfg.eval_camera_params}
+        report = evaluate_run(out, camera, params, cfg, extra)
     return TrainResult(out, out / "model.zip", int(model.num_timesteps), report)
 
 
-def evaluate_run(out: Path, camera: str, params: Mapping[str, Any], cfg: TrainConfig) -> dict:
-    """Evaluate the run's model and write report.json + report.png."""
+def evaluate_run(
+    out: Path,
+    camera: str,
+    params: Mapping[str, Any],
+    cfg: TrainConfig,
+    extra: Mapping[str, Any] | None = None,
+) -> dict:
+    """Evaluate the run's model at its operating point; write report.json + report.png.
+
+    :param extra: sections added to the report (kept model, operating point, recipe).
+    """
+    from inspector.runtime.operating_point import read_ok_bias
     from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
     from inspector.train.evaluate import evaluate, write_report
+    from inspector.train.select import frames_doc
 
     model, profile, sha = load_trained(out)
-    policy = TorchPolicy(model, meta_for_model(model, profile, sha))
+    policy = TorchPolicy(model, meta_for_model(model, profile, sha, read_ok_bias(out, sha)))
     result, kept = evaluate(
         policy, camera, params, cfg.final_eval_episodes, ok_class=profile.ok_class, keep=6
     )
     result["model_sha256"] = sha
     result["scan"] = dict(policy.meta.scan)
+    result["ok_bias"] = policy.meta.ok_bias
+    result["eval_frames"] = frames_doc(camera, params, result["episodes"])
+    result.update(extra or {})
     write_report(result, kept, out / "report.json", out / "report.png")
     return result

@@ -17,8 +17,8 @@ TINY = ROOT / "tests" / "data" / "members_tiny.yaml"
 #: a member's steps: enough rollouts (128 steps each) that a checkpoint comes well before
 #: the end, so a kill after the first checkpoint lands mid-run.
 MEMBER_STEPS = 512
-#: the student's steps
-DISTILL_STEPS = 128
+#: the student's steps (three rollouts: a kill after the first checkpoint lands mid-run)
+DISTILL_STEPS = 384
 
 
 def train_args(out: Path, *extra: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""benchmarks/station.py runs end to end at a tiny size (figures are never asserted)."""
+"""benchmarks.speed.station runs end to end at a tiny size (figures are never asserted)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,18 @@ import re
 
 import pytest
 
-import benchmarks.station as bench
+import benchmarks.speed.station as bench
 
 pytestmark = pytest.mark.mqtt
 
 
 def test_station_benchmark_measures_every_configuration(station_model, monkeypatch):
     written = {}
-    monkeypatch.setattr(bench, "write_section", lambda name, title, body, command: written.update(
-        name=name, body=body, command=command))  # fmt: skip
+
+    def write_section(name, title, body, command, **_kw):
+        written.update(name=name, body=body, command=command)
+
+    monkeypatch.setattr(bench, "write_section", write_section)
     assert bench.main(["--model", str(station_model), "--rounds", "2", "--parts", "5"]) == 0
     assert written["name"] == "station"
     rows = [line for line in written["body"].splitlines() if line.startswith("| ")][1:]

@@ -43,6 +43,8 @@ def smoke_run(tmp_path_factory) -> Path:
         "2048",
         "--out",
         str(out),
+        "--preset",
+        "none",
         "--no-progress",
     )
     return out
@@ -185,3 +187,86 @@ def test_resume_after_kill_9_reaches_the_same_step_count(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "resuming from" in done.stderr
     assert _steps(out) == 2048
+
+
+#: The data presets at a tiny scale: every key the presets set for learning is kept
+#: (perception pretraining, cloning, evidence heads, balanced loss), only smaller.
+TINY = (
+    "n_envs: 1\nn_steps: 64\nbatch_size: 64\nn_epochs: 1\nperception_samples: 64\n"
+    "perception_epochs: 1\nbc_samples: 128\nbc_epochs: 1\nselect_interval: 64\n"
+    "select_episodes: 12\nfinal_eval_episodes: 8\n"
+)
+
+
+def test_default_synthetic_recipe_keeps_the_best_model_and_calibrates_on_val(tmp_path):
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(TINY)
+    out = tmp_path / "run"
+    proc = cli(
+        "train", "--profile", "reward_profiles/lcd_quadrants.yaml", "--camera", "synthetic",
+        "--param", "size=128", "--param", "grid=0.25", "--preset", "auto", "--config", str(cfg),
+        "--timesteps", "192", "--out", str(out), "--max-false-alarms", "0.5", "--seed", "2",
+        "--no-progress",
+    )  # fmt: skip
+    assert "recipe synthetic" in proc.stdout and "kept:" in proc.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["recipe"]["name"] == "synthetic"
+    assert report["recipe"]["set"]["perception_samples"] == 8000  # the preset's, before tiny
+    assert (out / "perception.json").is_file() and (out / "bc.json").is_file()
+    kept = report["kept"]
+    val = {"camera": "synthetic", "params": {"size": "128", "grid": "0.25", "seed": "1000"},
+           "split": None, "count": 12,
+           "source": "synthetic panels of another seed (1000)"}  # fmt: skip
+    assert kept["frames"] == val
+    assert [c["steps"] for c in kept["checks"]] == [0, 64, 128, 192]
+    assert kept["checkpoint"] in ("last", "best.zip") and kept["why"]
+    best = max(kept["checks"], key=lambda c: (c["balanced_accuracy"], c["defect_auroc"] or -1))
+    assert kept["val"]["balanced_accuracy"] == best["balanced_accuracy"]
+    op = report["operating_point"]
+    assert op["objective"] == "max_false_alarms" and op["target"] == 0.5
+    assert op["frames"] == val
+    assert op["at_bias"]["false_alarm_rate"] <= 0.5
+    stored = json.loads((out / "operating_point.json").read_text())
+    assert stored["ok_bias"] == op["ok_bias"] and stored["frames"] == 12
+    assert report["ok_bias"] == op["ok_bias"]  # the report's figures are at that point
+    # eval of the run directory runs at the stored operating point, as a station would.
+    again = json.loads(cli("eval", str(out), "--camera", "synthetic", "--episodes", "4").stdout)
+    assert again["ok_bias"] == op["ok_bias"]
+
+
+def test_a_config_file_alone_is_the_whole_recipe_as_before_presets(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("n_envs: 1\nn_steps: 64\nbatch_size: 64\nn_epochs: 1\nbc_samples: 64\n"
+                   "final_eval_episodes: 4\n")  # fmt: skip
+    out = tmp_path / "run"
+    proc = cli(
+        "train", "--profile", "reward_profiles/lcd_panel.yaml", "--camera", "synthetic",
+        "--param", "size=128", "--config", str(cfg), "--timesteps", "64", "--out", str(out),
+        "--no-progress",
+    )  # fmt: skip
+    assert "recipe config" in proc.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert not (out / "perception.json").exists() and not (out / "select.json").exists()
+    assert report["kept"]["checkpoint"] == "last"
+    assert "not chosen" in report["operating_point"]["why"]
+    assert not (out / "operating_point.json").exists()
+
+
+def test_default_footage_recipe_chooses_on_the_manifests_val_split(tmp_path, magnetic_tile):
+    tiles = magnetic_tile
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(TINY)
+    out = tmp_path / "run"
+    proc = cli(
+        "train", "--profile", "reward_profiles/magnetic_tile.yaml", "--camera", "folder",
+        "--param", f"path={tiles}", "--param", "manifest=splits.csv", "--param", "split=train",
+        "--preset", "auto", "--config", str(cfg), "--timesteps", "64", "--out", str(out),
+        "--no-progress",
+    )  # fmt: skip
+    assert "recipe footage" in proc.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["recipe"]["set"]["overview_evidence"] is True
+    for section in (report["kept"]["frames"], report["operating_point"]["frames"]):
+        assert section["split"] == "val" and section["count"] == 12
+        assert section["params"]["manifest"] == "splits.csv"
+    assert report["operating_point"]["objective"] == "balanced"

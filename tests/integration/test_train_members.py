@@ -25,29 +25,44 @@ from tests.integration._members import (
 )
 
 
-@pytest.fixture(scope="module")
-def members_run(tmp_path_factory) -> tuple[Path, int]:
-    """A --members 2 run killed (kill -9, the whole process group) after m0's first
-    checkpoint, then finished with --resume. Returns (run, step m0 was killed at)."""
-    out = tmp_path_factory.mktemp("members") / "run"
-    log = out.parent / "first.log"
+def _killed_when(out: Path, log: Path, ready, what: str, *extra: str) -> None:
+    """Start ``train --members 2`` into ``out`` and kill -9 its whole process group
+    (train and the member process) once ``ready()`` holds."""
     with open(log, "wb") as f:
         proc = subprocess.Popen(
-            train_args(out, "--parallel", "1"),
+            train_args(out, "--parallel", "1", *extra),
             cwd=ROOT,
             env=env(),
             stdout=f,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    m0 = out / "members" / "m0"
     try:
-        wait_for(lambda: latest_step(m0) > 0, 300, "m0's first checkpoint", proc)
+        wait_for(ready, 300, what, proc)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    killed_at = latest_step(m0)
+
+
+@pytest.fixture(scope="module")
+def members_run(tmp_path_factory) -> tuple[Path, int, int]:
+    """A --members 2 run killed (kill -9) after m0's first checkpoint, resumed and killed
+    again after the student's first checkpoint, then finished with --resume.
+    Returns (run, step m0 was killed at, step the student was killed at)."""
+    out = tmp_path_factory.mktemp("members") / "run"
+    m0, student = out / "members" / "m0", out / "student"
+    _killed_when(out, out.parent / "1.log", lambda: latest_step(m0) > 0, "m0's checkpoint")
+    m0_killed = latest_step(m0)
     assert not (m0 / "cost.json").exists(), "m0 finished before it was killed"
+    _killed_when(
+        out,
+        out.parent / "2.log",
+        lambda: latest_step(student) > 0,
+        "the student's checkpoint",
+        "--resume",
+    )
+    student_killed = latest_step(student)
+    assert not (student / "cost.json").exists(), "the student finished before it was killed"
     done = subprocess.run(
         train_args(out, "--parallel", "1", "--resume"),
         cwd=ROOT,
@@ -57,11 +72,11 @@ def members_run(tmp_path_factory) -> tuple[Path, int]:
         timeout=900,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return out, killed_at
+    return out, m0_killed, student_killed
 
 
 def test_a_killed_member_continues_from_its_checkpoint(members_run):
-    out, killed_at = members_run
+    out, killed_at, _ = members_run
     m0 = out / "members" / "m0"
     tries = attempts(m0)
     assert len(tries) == 2
@@ -73,8 +88,15 @@ def test_a_killed_member_continues_from_its_checkpoint(members_run):
     assert len(attempts(out / "members" / "m1")) == 1
 
 
+def test_a_killed_distillation_continues_from_its_checkpoint(members_run):
+    out, _, killed_at = members_run
+    tries = attempts(out / "student")
+    assert len(tries) == 2 and tries[1]["resumed_from"] == killed_at > 0
+    assert latest_step(out / "student") == DISTILL_STEPS
+
+
 def test_members_ensemble_and_student_side_by_side(members_run):
-    out, _ = members_run
+    out, _, _ = members_run
     for name in ("m0", "m1"):
         assert (out / "members" / name / "report.json").is_file()
     ens = read_json(out / "ensemble" / "ensemble.json")
@@ -97,7 +119,7 @@ def test_members_ensemble_and_student_side_by_side(members_run):
 def test_export_takes_the_student_or_the_ensemble(members_run, tmp_path):
     import onnx
 
-    out, _ = members_run
+    out, _, _ = members_run
     for what, n_members in (("student", 0), ("ensemble", 2)):
         target = tmp_path / f"{what}.onnx"
         proc = subprocess.run(
@@ -123,8 +145,31 @@ def test_export_takes_the_student_or_the_ensemble(members_run, tmp_path):
         assert (len(json.loads(ensemble)) if ensemble else 0) == n_members
 
 
+def test_eval_takes_the_ensemble(members_run):
+    out, _, _ = members_run
+    proc = subprocess.run(
+        [
+            PY,
+            str(ROOT / "main.py"),
+            "eval",
+            str(out / "ensemble"),
+            "--camera",
+            "synthetic",
+            "--episodes",
+            "4",
+        ],
+        cwd=ROOT,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["episodes"] == 4
+
+
 def test_the_same_directory_again_needs_resume(members_run):
-    out, _ = members_run
+    out, _, _ = members_run
     proc = subprocess.run(
         train_args(out, "--parallel", "1"),
         cwd=ROOT,

@@ -8,11 +8,30 @@ script's ``measure`` and ``report`` and never write docs/benchmarks.md.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from benchmarks.studies.learning_efficiency import arms, cli, outcomes, probes, runs, tasks
 from inspector.train.config import TrainConfig
+
+# The learning-efficiency study's modules, as one namespace (the tests predate its split).
+le = SimpleNamespace(
+    **{
+        name: getattr(mod, name)
+        for mod in (tasks, arms, probes, outcomes, cli)
+        for name in dir(mod)
+        if not name.startswith("__")
+    }
+)
+
+
+def save_run(folder, arm, seed, budget, doc, **options):
+    """Save ``doc`` as a run of the task in use, with its configuration."""
+    config = runs.run_config("test", arm, seed, budget, runs.arm_variant(arm, **options))
+    runs.save(runs.run_path(folder, config), config, doc)
+
 
 TINY = TrainConfig(
     n_envs=2,
@@ -43,7 +62,7 @@ def _positive(*values: float) -> None:
 
 
 def test_env_benchmark_measures_env_and_baseline():
-    from benchmarks import env
+    from benchmarks.speed import env
 
     b = env.measure(size=128, n_steps=150, repeats=1, n_frames=3)
     _positive(
@@ -55,7 +74,7 @@ def test_env_benchmark_measures_env_and_baseline():
 
 
 def test_env_benchmark_replays_the_envs_crops():
-    from benchmarks import env
+    from benchmarks.speed import env
     from inspector.env import InspectionEnv
 
     e = InspectionEnv(env.PROFILE, "synthetic", {"size": 128, "seed": 0})
@@ -67,7 +86,7 @@ def test_env_benchmark_replays_the_envs_crops():
 
 
 def test_rrm_benchmark_times_every_method_and_the_update():
-    from benchmarks import rrm
+    from benchmarks.speed import rrm
 
     b = rrm.measure(n_steps=16, n_envs=2, repeats=1, inner=1, size=128, cfg=TINY)
     assert set(b.pipeline) == {"none", *rrm.METHODS}
@@ -77,7 +96,7 @@ def test_rrm_benchmark_times_every_method_and_the_update():
 
 
 def test_training_benchmark_times_both_learners():
-    from benchmarks import training
+    from benchmarks.speed import training
 
     b = training.measure(timesteps=32, repeats=1, size=128, cfg=TINY)
     _positive(b.hybrid, b.plain, b.ratio)
@@ -87,7 +106,7 @@ def test_training_benchmark_times_both_learners():
 
 @pytest.mark.filterwarnings("ignore")
 def test_inference_benchmark_times_every_backend(tmp_path):
-    from benchmarks import inference
+    from benchmarks.speed import inference
 
     b = inference.measure(
         tmp_path,
@@ -114,12 +133,10 @@ def test_inference_benchmark_times_every_backend(tmp_path):
 
 
 def test_learning_efficiency_pieces_run_at_a_tiny_size():
-    import benchmarks.learning_efficiency as le
-
-    assert le.TASK.name == le.DEFAULT_TASK == "quadrants"
+    assert le.current().name == le.DEFAULT_TASK == "quadrants"
     prof, _, plain = le.arm_setup("a")
     assert plain and prof.scan.glimpse == 64 and prof.scan.zoom_levels == 2
-    assert prof.step_budget == le.STEP_BUDGET == 16
+    assert prof.step_budget == le.current().step_budget == 16
     # The trainer control (g): (a)'s rewards, (b)'s trainer with no extra loss.
     prof_g, hybrid_g, plain_g = le.arm_setup("g")
     assert [t.term for t in prof_g.terms] == [t.term for t in prof.terms] == ["correct_class"]
@@ -202,22 +219,18 @@ def _pieces_at_a_tiny_size(le):
 
 
 def test_learning_efficiency_variants_table_groups_saved_full_stack_runs(tmp_path):
-    import json
-
-    import benchmarks.learning_efficiency as le
-
     def run(seed, accs):
         curve = [{"steps": 1000 * (i + 1), "accuracy": a, "mean_steps": 5.0, "native_share": 0.5,
                   "per_class_recall": {"ok": 1.0, "line": 0.5, "point": 0.25}}
                  for i, a in enumerate(accs)]  # fmt: skip
         return {"arm": "e", "seed": seed, "bc_samples": 1000, "curve": curve}
 
-    b = le.STEP_BUDGET
-    (tmp_path / f"e_0_4096_b{b}_bc1000.json").write_text(json.dumps(run(0, [0.5, 0.95])))
-    (tmp_path / f"e_1_4096_b{b}_bc1000.json").write_text(json.dumps(run(1, [0.5, 0.6])))
-    (tmp_path / f"e_0_4096_b{b}_bc1000_fine_pp500_frz.json").write_text(json.dumps(run(0, [0.7])))
-    (tmp_path / f"a_0_4096_b{b}.json").write_text(json.dumps(run(0, [0.99])))  # not arm e
-    (tmp_path / f"e_0_8192_b{b}_bc1000.json").write_text(json.dumps(run(0, [0.99])))  # budget
+    save_run(tmp_path, "e", 0, 4096, run(0, [0.5, 0.95]), bc_samples=1000)
+    save_run(tmp_path, "e", 1, 4096, run(1, [0.5, 0.6]), bc_samples=1000)
+    pp = dict(bc_samples=1000, fine_cnn=True, perception=500, freeze_perception=True)
+    save_run(tmp_path, "e", 0, 4096, run(0, [0.7]), **pp)
+    save_run(tmp_path, "a", 0, 4096, run(0, [0.99]))  # not arm e
+    save_run(tmp_path, "e", 0, 8192, run(0, [0.99]), bc_samples=1000)  # another budget
     body, rows = le.variants_table(tmp_path, 4096, 0.9)
     assert [r["seeds"] for r in rows] == [[0, 1], [0]]
     plain, pp = rows
@@ -238,10 +251,6 @@ def test_learning_efficiency_variants_table_groups_saved_full_stack_runs(tmp_pat
 
 
 def test_learning_efficiency_counts_calibrated_accuracy_only_where_it_was_measured(tmp_path):
-    import json
-
-    import benchmarks.learning_efficiency as le
-
     def point(steps, raw, cal):
         c = {"steps": steps, "accuracy": raw, "mean_steps": 5.0, "native_share": 0.5,
              "per_class_recall": {"ok": 0.0, "line": 1.0, "point": 1.0}}  # fmt: skip
@@ -253,10 +262,9 @@ def test_learning_efficiency_counts_calibrated_accuracy_only_where_it_was_measur
     assert le.steps_to(curve, 0.9) is None
     assert le.steps_to(curve, 0.9, calibrated=True) == 2000
     run = {"arm": "e", "seed": 0, "bc_samples": 1000, "calibrate_parts": 150, "curve": curve}
-    b = le.STEP_BUDGET
-    (tmp_path / f"e_0_4096_b{b}_bc1000_cal150.json").write_text(json.dumps(run))
+    save_run(tmp_path, "e", 0, 4096, run, bc_samples=1000, calibrate=150)
     run1 = {**run, "seed": 1, "curve": [point(1000, 0.5, 0.7), point(4000, 0.5, 0.8)]}
-    (tmp_path / f"e_1_4096_b{b}_bc1000_cal150.json").write_text(json.dumps(run1))
+    save_run(tmp_path, "e", 1, 4096, run1, bc_samples=1000, calibrate=150)
     body, (row,) = le.variants_table(tmp_path, 4096, 0.9)
     assert row["reached"] == 0 and row["variant"].endswith("ok bias calibrated on 150 other parts")
     cal = row["calibrated"]
@@ -267,8 +275,6 @@ def test_learning_efficiency_counts_calibrated_accuracy_only_where_it_was_measur
 
 
 def test_learning_efficiency_ratio_notes_bound_the_ratio_when_the_baseline_misses():
-    import benchmarks.learning_efficiency as le
-
     missed = le.ratio_notes({"a": 32768, "e": 16384}, {"a": False, "e": True}, 0.9, 32768)
     assert len(missed) == 1 and "at least 2.0x fewer steps (goal: 8x)" in missed[0]
     both = le.ratio_notes(
@@ -281,20 +287,15 @@ def test_learning_efficiency_ratio_notes_bound_the_ratio_when_the_baseline_misse
 
 
 def test_learning_efficiency_notes_a_longer_sparse_run_against_the_full_stack(tmp_path):
-    import json
-
-    import benchmarks.learning_efficiency as le
-
     def run(seed, accs, every):
         curve = [{"steps": every * (i + 1), "accuracy": a, "mean_steps": 1.0,
                   "native_share": 0.0, "per_class_recall": {"ok": 1.0, "line": 0.7, "point": 0.0}}
                  for i, a in enumerate(accs)]  # fmt: skip
         return {"arm": "a", "seed": seed, "curve": curve}
 
-    b = le.STEP_BUDGET
-    (tmp_path / f"a_0_131072_b{b}.json").write_text(json.dumps(run(0, [0.3, 0.56], 65536)))
-    (tmp_path / f"a_1_131072_b{b}.json").write_text(json.dumps(run(1, [0.5, 0.95], 65536)))
-    (tmp_path / f"a_0_32768_b{b}.json").write_text(json.dumps(run(0, [0.99], 32768)))  # table's
+    save_run(tmp_path, "a", 0, 131072, run(0, [0.3, 0.56], 65536))
+    save_run(tmp_path, "a", 1, 131072, run(1, [0.5, 0.95], 65536))
+    save_run(tmp_path, "a", 0, 32768, run(0, [0.99], 32768))  # the table's budget
     notes = le.long_baseline_notes(tmp_path, 32768, 0.9, 16384.0)
     assert len(notes) == 2
     assert "never reached 90%" in notes[0] and "at least 8.0x" in notes[0]

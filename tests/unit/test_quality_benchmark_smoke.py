@@ -9,13 +9,54 @@ from __future__ import annotations
 
 import argparse
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks import quality_magnetic_tile as q
+from benchmarks.studies.quality_magnetic_tile import (
+    agent,
+    baselines,
+    cli,
+    data,
+    ensembles,
+    operating,
+    report,
+    runs,
+    tables,
+)
+from benchmarks.studies.quality_magnetic_tile import settings as study_settings
+
+# The study's modules, as one namespace (the tests predate its split into modules).
+q = SimpleNamespace(
+    **{
+        name: getattr(mod, name)
+        for mod in (
+            study_settings,
+            data,
+            baselines,
+            operating,
+            agent,
+            ensembles,
+            tables,
+            report,
+            cli,
+        )
+        for name in dir(mod)
+        if not name.startswith("__")
+    }
+)
+
+
+def save(folder, key, seed, budget, doc):
+    """Save ``doc`` as the run ``key`` of ``seed`` at ``budget`` s, with its configuration."""
+    method = "agent" if key.startswith("agent") else key
+    config = {"mode": "test", "method": method, "key": key, "agent": None, "seed": seed,
+              "budget_s": round(budget)}  # fmt: skip
+    runs.save_run(runs.run_path(folder, config), config, doc)
+
 
 CLASSES = ["free", "blowhole", "break", "crack", "fray", "uneven"]
 
@@ -172,8 +213,9 @@ def test_reselect_re_picks_the_kept_chunk_by_val_auroc(magnetic_tile, tmp_path):
     kw = dict(first_chunk=32, chunk=32, cfg=cfg, val_episodes=4, test_episodes=3)
     r = q.run_agent(magnetic_tile, 8.0, 0, runs_dir / f"agent{suffix}", **kw)
     assert len(r["history"]) >= 2  # several chunks to choose from
-    (out_dir / f"agent{suffix}.json").write_text(json.dumps(r))
-    d = q.reselect(out_dir, runs_dir, "agent", suffix, magnetic_tile, 4, 3)
+    save(out_dir, "agent", 0, 1, r)
+    src = runs.find_run(out_dir, "agent", 0, 1).data
+    d = q.reselect(src, runs_dir, "agent", suffix, magnetic_tile, 4, 3)
     assert d["reselected_from"] == "agent_s0_1s" and d["select"] == "defect_auroc"
     assert [e["steps"] for e in d["history"]] == [e["steps"] for e in r["history"]]
     best = max(d["history"], key=lambda e: (e["defect_auroc"] or -1, e["balanced_accuracy"]))
@@ -181,7 +223,7 @@ def test_reselect_re_picks_the_kept_chunk_by_val_auroc(magnetic_tile, tmp_path):
     assert (runs_dir / "agent_sauc_s0_1s" / "best" / "model.zip").is_file()
     assert d["test"]["episodes"] == 3
     with pytest.raises(RuntimeError, match="no saved run"):
-        q.reselect(out_dir, runs_dir, "agent_pp8000", suffix, magnetic_tile)
+        q.reselect(None, runs_dir, "agent_pp8000", suffix, magnetic_tile)
 
 
 def tiny_agent(seed: int):
@@ -262,15 +304,15 @@ def test_report_calls_few_pixels_hollow_when_quality_is_missed():
 def test_runs_of_several_seeds_get_a_table_with_their_medians(tmp_path):
     labels = ["free", "free", "crack", "blowhole"]
 
-    def save(key, seed, verdicts, budget=1200):
+    def save_run(key, seed, verdicts, budget=1200):
         m = q.frame_metrics(CLASSES, "free", labels, verdicts, [0.1] * 4)
-        (tmp_path / f"{key}_s{seed}_{budget}s.json").write_text(json.dumps({"test": m}))
+        save(tmp_path, key, seed, budget, {"test": m})
 
-    save("agent_pp8000_ms_ev_ov_bal", 0, labels)  # all right: 1.0 / 1.0 / 0.0
-    save("agent_pp8000_ms_ev_ov_bal", 1, ["crack", "free", "crack", "free"])
-    save("agent_pp8000_ms_ev_ov_bal", 2, ["free", "free", "crack", "crack"])
-    save("tiling", 0, labels)  # one seed: no row
-    save("agent", 0, labels, budget=150)  # another budget: not counted
+    save_run("agent_pp8000_ms_ev_ov_bal", 0, labels)  # all right: 1.0 / 1.0 / 0.0
+    save_run("agent_pp8000_ms_ev_ov_bal", 1, ["crack", "free", "crack", "free"])
+    save_run("agent_pp8000_ms_ev_ov_bal", 2, ["free", "free", "crack", "crack"])
+    save_run("tiling", 0, labels)  # one seed: no row
+    save_run("agent", 0, labels, budget=150)  # another budget: not counted
     by_seed = q.results_by_seed(tmp_path, 1200)
     assert set(by_seed) == {"agent_pp8000_ms_ev_ov_bal", "tiling"}
     assert sorted(by_seed["agent_pp8000_ms_ev_ov_bal"]) == [0, 1, 2]
@@ -285,17 +327,16 @@ def test_runs_of_several_seeds_get_a_table_with_their_medians(tmp_path):
 
 
 def test_operating_points_get_a_table_with_medians(tmp_path):
-    def save(key, seed, auroc, recall, fa):
+    def save_op(key, seed, auroc, recall, fa):
         op = {"false_alarm_ceiling": 0.05, "auroc_test": auroc}
         op["test"] = {"defect_recall": recall, "false_alarm_rate": fa, "balanced_accuracy": 0.5}
-        doc = {"test": {}, "operating_point": op}
-        (tmp_path / f"{key}_s{seed}_1200s.json").write_text(json.dumps(doc))
+        save(tmp_path, key, seed, 1200, {"test": {}, "operating_point": op})
 
-    save("agent_pp8000", 0, 0.9, 0.6, 0.04)
-    save("agent_pp8000", 1, 0.8, 0.4, 0.02)
-    save("agent_pp8000", 2, 0.95, 0.8, 0.05)
-    save("tiling", 0, 0.85, 0.5, 0.03)
-    (tmp_path / "fullframe_s0_1200s.json").write_text(json.dumps({"test": {}}))  # none
+    save_op("agent_pp8000", 0, 0.9, 0.6, 0.04)
+    save_op("agent_pp8000", 1, 0.8, 0.4, 0.02)
+    save_op("agent_pp8000", 2, 0.95, 0.8, 0.05)
+    save_op("tiling", 0, 0.85, 0.5, 0.03)
+    save(tmp_path, "fullframe", 0, 1200, {"test": {}})  # none
     ops = q.results_by_seed(tmp_path, 1200, "operating_point")
     assert set(ops) == {"agent_pp8000", "tiling"}
     text = q.operating_table(ops, {"tiling": "tiling"})
@@ -308,15 +349,15 @@ def test_operating_points_get_a_table_with_medians(tmp_path):
 
 
 def test_runs_at_other_budgets_sit_beside_the_same_seed_at_the_tables_budget(tmp_path):
-    def save(key, seed, budget, auroc, bal):
+    def save_op(key, seed, budget, auroc, bal):
         op = {"false_alarm_ceiling": 0.05, "auroc_test": auroc}
         op["test"] = {"defect_recall": 0.5, "false_alarm_rate": 0.04, "balanced_accuracy": bal}
         doc = {"test": {"balanced_accuracy": bal}, "operating_point": op, "spent_s": budget}
-        (tmp_path / f"{key}_s{seed}_{budget}s.json").write_text(json.dumps(doc))
+        save(tmp_path, key, seed, budget, doc)
 
-    save("agent_pp8000", 0, 1200, 0.9, 0.7)
-    save("agent_pp8000", 0, 2400, 0.95, 0.8)
-    save("tiling", 1, 2400, 0.85, 0.6)  # no run of seed 1 at 1200 s
+    save_op("agent_pp8000", 0, 1200, 0.9, 0.7)
+    save_op("agent_pp8000", 0, 2400, 0.95, 0.8)
+    save_op("tiling", 1, 2400, 0.85, 0.6)  # no run of seed 1 at 1200 s
     assert q.budgets_table(tmp_path, 2400, {}) == q.budgets_table(tmp_path, 2400.0, {})
     text = q.budgets_table(tmp_path, 1200, {"tiling": "tiling"})
     rows = [r for r in text.splitlines() if r.startswith("| agent") or r.startswith("| tiling")]
@@ -359,7 +400,7 @@ def test_a_verdict_ensemble_of_saved_seeds_is_scored_and_tabled(magnetic_tile, t
     for seed in (0, 1):
         kw = dict(first_chunk=32, cfg=tiny_agent(seed), val_episodes=1, test_episodes=3)
         r = q.run_agent(magnetic_tile, budget, seed, runs_dir / f"agent_s{seed}_0s", **kw)
-        (out_dir / f"agent_s{seed}_0s.json").write_text(json.dumps(q._public(r)))
+        save(out_dir, "agent", seed, budget, q._public(r))
     r = q.run_ensemble(out_dir, runs_dir, "agent", [1, 0], budget, magnetic_tile, 6, 6)
     assert r["seeds"] == [1, 0] and len(r["members"]) == 2
     assert r["test"]["episodes"] == 6
@@ -368,10 +409,10 @@ def test_a_verdict_ensemble_of_saved_seeds_is_scored_and_tabled(magnetic_tile, t
     )
     path = q.ensemble_path(out_dir, "agent", [1, 0], budget)
     assert path.name == "agent_seeds1-0_0s.json"
+    ens_config = runs.ensemble_config("test", {}, [1, 0], budget)
+    runs.save_run(path, ens_config, r)
     # Its own folder: the per-seed tables never take it for a run of seed 1.
-    assert all(p != path for *_, p in q.saved_results(out_dir))
-    path.parent.mkdir()
-    path.write_text(json.dumps(r))
+    assert all(s.path != path for s in runs.runs(out_dir)) and len(q.saved_results(out_dir)) == 2
     text = q.ensembles_table(out_dir / "ensembles", {})
     assert "Verdict ensembles" in text and "| 1,0 |" in text and "2 x " in text
     # Judged against the goals at its operating point, pixels against tiling's.
@@ -382,9 +423,8 @@ def test_a_verdict_ensemble_of_saved_seeds_is_scored_and_tabled(magnetic_tile, t
         (good, 0.3, "| missed: pixels |"),
     ]:
         op = {**r["operating_point"], "test": at}
-        path.write_text(
-            json.dumps({**r, "operating_point": op, "test": {**r["test"], "pixel_fraction": px}})
-        )
+        doc = {**r, "operating_point": op, "test": {**r["test"], "pixel_fraction": px}}
+        runs.save_run(path, ens_config, doc)
         table = q.ensembles_table(out_dir / "ensembles", {}, tiling_pixels=1.0)
         assert want in next(x for x in table.splitlines() if "| 1,0 |" in x)
         summary = next(x for x in table.splitlines() if x.startswith("| 2 x "))

@@ -14,32 +14,26 @@ the update's cost does not depend on the reward values.
 
 Run from the repository root::
 
-    python -m benchmarks.rrm [--quick]
+    python -m benchmarks.speed.rrm [--quick]
 
 Writes the ``rrm`` section of docs/benchmarks.md. Exit status 1 when a goal is missed.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import os
 import statistics
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.harness import ROOT, load_average, parser, table, torch_threads, write_section
+from inspector.profile import RRMConfig, load_profile
+from inspector.train.config import TrainConfig
 
-from benchmarks._report import table, write_section  # noqa: E402
-from inspector.profile import RRMConfig, load_profile  # noqa: E402
-from inspector.train.config import TrainConfig  # noqa: E402
-
-PROFILE = str(Path(__file__).resolve().parent.parent / "reward_profiles" / "lcd_panel.yaml")
+PROFILE = str(ROOT / "reward_profiles" / "lcd_panel.yaml")
 METHODS = ("exponential", "uniform", "shuffled", "learned")
 GOAL_RATIO = 0.05
 
@@ -198,28 +192,29 @@ def report(b: RRMBenchmark, cfg: TrainConfig) -> tuple[str, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write its section; return 0 (1 when the goal is missed)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="one rollout instead of three")
+    ap = parser(__doc__, quick="one rollout instead of three")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = ap.parse_args(argv)
     import torch
 
     # One thread by default: these networks are small, and on a shared machine torch's
     # OpenMP barriers stall for milliseconds when a second thread is descheduled.
-    torch.set_num_threads(args.threads)
+    torch_threads(args.threads)
     torch.manual_seed(0)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     repeats = 1 if args.quick else 3
     cfg = TrainConfig().replace(n_steps=2048, n_envs=8)
     b = measure(2048, 8, repeats=repeats, cfg=cfg)
     body, ok = report(b, cfg)
     body += f"\nLoad average at the start: {load:.1f}.\n"
-    cmd = "python -m benchmarks.rrm" + (" --quick" if args.quick else "")
+    cmd = "python -m benchmarks.speed.rrm" + (" --quick" if args.quick else "")
     if args.threads != 1:
         cmd += f" --threads {args.threads}"
-    path = write_section("rrm", "Reward redistribution cost", body, command=cmd)
     print(body)
-    print(f"wrote {path}")
+    if not args.no_write:
+        print(
+            f"wrote {write_section('rrm', 'Reward redistribution cost', body, cmd, doc=args.doc)}"
+        )
     return 0 if ok else 1
 
 

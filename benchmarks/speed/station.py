@@ -17,13 +17,12 @@ how much of the cost is the per-result fsync, measured on this disk in the same 
 The configurations run interleaved in rounds and each block is timed until the station
 has settled (footage written, results acknowledged); see :class:`Arm`.
 
-Run: ``python -m benchmarks.station [--quick] [--model M.onnx] [--rounds R] [--parts N]``. Without
-``--model`` a tiny model is trained and exported first (about a minute).
+Run: ``python -m benchmarks.speed.station [--quick] [--model M.onnx] [--rounds R]
+[--parts N]``. Without ``--model`` a tiny model is trained and exported first (about a minute).
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import shutil
@@ -37,12 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._report import table, write_section
+from benchmarks.harness import ROOT, parser, table, write_section
 from inspector.runtime.mqtt import LinkStatus
 from inspector.runtime.station import Station
 from inspector.runtime.station_config import StationConfig, apply_overrides, load_station_config
 
-REPO = Path(__file__).resolve().parent.parent
 TRAIN_CONFIG = (
     "n_envs: 1\nn_steps: 128\nbatch_size: 64\nn_epochs: 1\nfinal_eval_episodes: 0\nteacher: none\n"  # noqa: E501
 )
@@ -82,7 +80,7 @@ def build_model(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "train.yaml").write_text(TRAIN_CONFIG)
     run, onnx = folder / "run", folder / "run" / "model.onnx"
-    profile = REPO / "reward_profiles" / "lcd_panel.yaml"
+    profile = ROOT / "reward_profiles" / "lcd_panel.yaml"
     args = ["train", "--profile", str(profile), "--camera", "synthetic", "--param", "size=128",
             "--timesteps", "256", "--out", str(run), "--config", str(folder / "train.yaml"),
             "--no-progress"]  # fmt: skip
@@ -217,77 +215,62 @@ def paired_cost(arm: Arm, base: Arm) -> float:
     return float(np.median([1 - a / b for a, b in zip(arm.rates, base.rates, strict=True)]))
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="5 rounds of 60 parts per configuration")
-    ap.add_argument("--rounds", type=int, help="rounds (default 15)")
-    ap.add_argument("--parts", type=int, help="parts per configuration and round (default 100)")
-    ap.add_argument("--model", help="an exported .onnx (default: train a tiny one)")
-    args = ap.parse_args(argv)
-    # Many short rounds: this machine's speed drifts over seconds, and a cost is a ratio
-    # of neighbouring blocks, so short blocks see the same machine.
-    rounds = args.rounds or (5 if args.quick else 15)
-    parts = args.parts or (60 if args.quick else 100)
-    work = Path(tempfile.mkdtemp(prefix="inspector-bench-station-"))
-    broker = None
-    arms: dict[str, Arm] = {}
-    try:
-        model = Path(args.model) if args.model else build_model(work / "model")
-        broker, port = start_mosquitto(work)
-        base = (
-            f"camera: {{driver: synthetic, params: {{size: 512, seed: 3}}}}\n"
-            f"model: {{path: '{model}', backend: onnxruntime-cpu}}\n"
-            f"profile: '{REPO / 'reward_profiles' / 'lcd_panel.yaml'}'\n"
-            f"mqtt: {{host: 127.0.0.1, port: {port}}}\nstatus_interval: 1000\n"
+def make_arms(work: Path, model: Path, port: int) -> dict[str, Arm]:
+    """One station per configuration, each with its own folder, outbox and client id."""
+    base = (
+        f"camera: {{driver: synthetic, params: {{size: 512, seed: 3}}}}\n"
+        f"model: {{path: '{model}', backend: onnxruntime-cpu}}\n"
+        f"profile: '{ROOT / 'reward_profiles' / 'lcd_panel.yaml'}'\n"
+        f"mqtt: {{host: 127.0.0.1, port: {port}}}\nstatus_interval: 1000\n"
+    )
+
+    def config(name: str, extra: str = "", footage: bool = True) -> StationConfig:
+        d = work / name
+        d.mkdir()
+        p = d / "station.yaml"
+        # One station id (so one MQTT client id) per arm: they are all connected at once.
+        p.write_text(
+            f"station_id: bench-{name}\n"
+            + base
+            + f"outbox: {{path: '{d / 'outbox.sqlite'}', limit: 1000000{extra}}}\n"
+            + (f"footage: {{path: '{d / 'footage'}'}}\n" if footage else "")
         )
-        fs = fsync_ms(work)
+        return load_station_config(p)
 
-        def config(name: str, extra: str = "", footage: bool = True) -> StationConfig:
-            d = work / name
-            d.mkdir()
-            p = d / "station.yaml"
-            # One station id (so one MQTT client id) per arm: they are all connected at once.
-            p.write_text(
-                f"station_id: bench-{name}\n"
-                + base
-                + f"outbox: {{path: '{d / 'outbox.sqlite'}', limit: 1000000{extra}}}\n"
-                + (f"footage: {{path: '{d / 'footage'}'}}\n" if footage else "")
-            )
-            return load_station_config(p)
+    def off(cfg: StationConfig) -> StationConfig:
+        return apply_overrides(cfg, no_mqtt=True)
 
-        def off(cfg: StationConfig) -> StationConfig:
-            return apply_overrides(cfg, no_mqtt=True)
+    return {
+        FULL: Arm(FULL, config("full")),
+        NORMAL: Arm(NORMAL, config("normal", ", synchronous: NORMAL")),
+        NOMQTT: Arm(NOMQTT, off(config("nomqtt"))),
+        BASE: Arm(BASE, off(config("base")), MemoryReporter()),
+        FULL_NF: Arm(FULL_NF, config("full-nf", footage=False)),
+        BASE_NF: Arm(BASE_NF, off(config("base-nf", footage=False)), MemoryReporter()),
+    }
 
-        arms = {
-            FULL: Arm(FULL, config("full")),
-            NORMAL: Arm(NORMAL, config("normal", ", synchronous: NORMAL")),
-            NOMQTT: Arm(NOMQTT, off(config("nomqtt"))),
-            BASE: Arm(BASE, off(config("base")), MemoryReporter()),
-            FULL_NF: Arm(FULL_NF, config("full-nf", footage=False)),
-            BASE_NF: Arm(BASE_NF, off(config("base-nf", footage=False)), MemoryReporter()),
-        }
-        order = list(arms.values())
-        for arm in order:
-            arm.block(20, None, record=False)  # warm-up: sessions, caches, folders
-        for r in range(rounds):
-            # Rotate the order each round so drift in machine speed hits every arm alike.
-            for arm in order[r % len(order) :] + order[: r % len(order)]:
-                rate = arm.block(parts, broker.pid)
-                print(f"round {r + 1}/{rounds} {arm.name}: {rate:.1f} parts/s", flush=True)
-        results = {name: arm.summary() for name, arm in arms.items()}
-        cost = paired_cost(arms[FULL], arms[BASE])
-        cost_nf = paired_cost(arms[FULL_NF], arms[BASE_NF])
-        costs = {
-            name: paired_cost(arm, arms[BASE_NF if "footage off" in name else BASE])
-            for name, arm in arms.items()
-        }
-    finally:
-        for arm in arms.values():
-            arm.close()
-        if broker is not None:
-            broker.terminate()
-            broker.wait(10)
-        shutil.rmtree(work, ignore_errors=True)
+
+def run_rounds(arms: dict[str, Arm], rounds: int, parts: int, broker_pid: int) -> None:
+    """Warm every arm up, then time ``rounds`` blocks of ``parts`` parts each, interleaved."""
+    order = list(arms.values())
+    for arm in order:
+        arm.block(20, None, record=False)  # warm-up: sessions, caches, folders
+    for r in range(rounds):
+        # Rotate the order each round so drift in machine speed hits every arm alike.
+        for arm in order[r % len(order) :] + order[: r % len(order)]:
+            rate = arm.block(parts, broker_pid)
+            print(f"round {r + 1}/{rounds} {arm.name}: {rate:.1f} parts/s", flush=True)
+
+
+def report(arms: dict[str, Arm], rounds: int, parts: int, fs: float) -> str:
+    """The section's markdown: the table, how it was measured, the goals."""
+    results = {name: arm.summary() for name, arm in arms.items()}
+    cost = paired_cost(arms[FULL], arms[BASE])
+    cost_nf = paired_cost(arms[FULL_NF], arms[BASE_NF])
+    costs = {
+        name: paired_cost(arm, arms[BASE_NF if "footage off" in name else BASE])
+        for name, arm in arms.items()
+    }
     rows = []
     for name, r in results.items():
         rows.append([name, f"{r['rate']:.1f}", f"{r['p50']:.2f}", f"{r['p99']:.2f}",
@@ -299,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
          "cost vs baseline", "frames kept", "all acknowledged"],
         rows,
     )  # fmt: skip
-    body += (
+    return body + (
         f"\n{rounds} rounds x {parts} parts per configuration after 20 warm-up parts, the "
         f"configurations interleaved (order rotated each round); a block is timed until the "
         f"station has settled (footage queue written, every result acknowledged), so work "
@@ -318,11 +301,43 @@ def main(argv: list[str] | None = None) -> int:
         f"nearly every frame (a PNG and two fsyncs each): a worst case for the footage "
         f"store, whose writer thread then dominates the CPU.\n"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure every configuration and write the section."""
+    ap = parser(__doc__, quick="5 rounds of 60 parts per configuration")
+    ap.add_argument("--rounds", type=int, help="rounds (default 15)")
+    ap.add_argument("--parts", type=int, help="parts per configuration and round (default 100)")
+    ap.add_argument("--model", help="an exported .onnx (default: train a tiny one)")
+    args = ap.parse_args(argv)
+    # Many short rounds: this machine's speed drifts over seconds, and a cost is a ratio
+    # of neighbouring blocks, so short blocks see the same machine.
+    rounds = args.rounds or (5 if args.quick else 15)
+    parts = args.parts or (60 if args.quick else 100)
+    work = Path(tempfile.mkdtemp(prefix="inspector-bench-station-"))
+    broker = None
+    arms: dict[str, Arm] = {}
+    try:
+        model = Path(args.model) if args.model else build_model(work / "model")
+        broker, port = start_mosquitto(work)
+        fs = fsync_ms(work)
+        arms = make_arms(work, model, port)
+        run_rounds(arms, rounds, parts, broker.pid)
+        body = report(arms, rounds, parts, fs)
+    finally:
+        for arm in arms.values():
+            arm.close()
+        if broker is not None:
+            broker.terminate()
+            broker.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
     print(body)
-    cmd = "python -m benchmarks.station" + (" --quick" if args.quick else "")
+    cmd = "python -m benchmarks.speed.station" + (" --quick" if args.quick else "")
     if args.model:
         cmd += " --model MODEL.onnx (built like build_model())"
-    write_section("station", "Station: parts/s and part latency end to end", body, command=cmd)
+    if not args.no_write:
+        title = "Station: parts/s and part latency end to end"
+        write_section("station", title, body, command=cmd, doc=args.doc)
     return 0
 
 

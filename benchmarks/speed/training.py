@@ -16,29 +16,23 @@ two alternate within each repeat so that drift hits both alike.
 
 Run from the repository root::
 
-    python -m benchmarks.training [--quick]
+    python -m benchmarks.speed.training [--quick]
 
 Writes the ``training`` section of docs/benchmarks.md. Exit status 1 when the goal is missed.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.harness import ROOT, load_average, parser, table, torch_threads, write_section
+from inspector.profile import load_profile
+from inspector.train.config import TrainConfig
 
-from benchmarks._report import table, write_section  # noqa: E402
-from inspector.profile import load_profile  # noqa: E402
-from inspector.train.config import TrainConfig  # noqa: E402
-
-PROFILE = str(Path(__file__).resolve().parent.parent / "reward_profiles" / "lcd_panel.yaml")
+PROFILE = str(ROOT / "reward_profiles" / "lcd_panel.yaml")
 GOAL_RATIO = 0.85
 
 
@@ -156,28 +150,27 @@ def report(b: TrainingBenchmark, cfg: TrainConfig) -> tuple[str, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write its section; return 0 (1 when the goal is missed)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="~4k steps per learner, one repeat")
+    ap = parser(__doc__, quick="~4k steps per learner, one repeat")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = ap.parse_args(argv)
     import torch
 
     # One thread by default: these networks are small, and on a shared machine torch's
     # OpenMP barriers stall for milliseconds when a second thread is descheduled.
-    torch.set_num_threads(args.threads)
+    torch_threads(args.threads)
     torch.manual_seed(0)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     timesteps, repeats = (4096, 1) if args.quick else (16384, 3)
     cfg = TrainConfig()
     b = measure(timesteps, repeats, cfg=cfg)
     body, ok = report(b, cfg)
     body += f"\nLoad average at the start: {load:.1f}.\n"
-    cmd = "python -m benchmarks.training" + (" --quick" if args.quick else "")
+    cmd = "python -m benchmarks.speed.training" + (" --quick" if args.quick else "")
     if args.threads != 1:
         cmd += f" --threads {args.threads}"
-    path = write_section("training", "Training steps/s", body, command=cmd)
     print(body)
-    print(f"wrote {path}")
+    if not args.no_write:
+        print(f"wrote {write_section('training', 'Training steps/s', body, cmd, doc=args.doc)}")
     return 0 if ok else 1
 
 

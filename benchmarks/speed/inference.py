@@ -17,15 +17,13 @@ takes do depend on them (see the steps per part).
 
 Run from the repository root::
 
-    python -m benchmarks.inference [--quick]
+    python -m benchmarks.speed.inference [--quick]
 
 Writes the ``inference`` section of docs/benchmarks.md. Exit status 1 when a goal is missed.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import tempfile
 import time
@@ -35,14 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.harness import ROOT, load_average, parser, table, write_section
+from inspector.runtime.policy import INPUT_NAMES, Policy
+from inspector.train.config import TrainConfig
 
-from benchmarks._report import table, write_section  # noqa: E402
-from inspector.runtime.policy import INPUT_NAMES, Policy  # noqa: E402
-from inspector.train.config import TrainConfig  # noqa: E402
-
-PROFILE = str(Path(__file__).resolve().parent.parent / "reward_profiles" / "lcd_panel.yaml")
+PROFILE = str(ROOT / "reward_profiles" / "lcd_panel.yaml")
 GOAL_SPEEDUP = 2.0
 GOAL_P99_MS = 10.0
 
@@ -320,12 +315,11 @@ def ensemble_text(b: InferenceBenchmark) -> str:
     )
 
 
-def report(b: InferenceBenchmark) -> tuple[str, bool]:
-    """The markdown body and whether every goal is met."""
+def glimpse_rows(b: InferenceBenchmark) -> tuple[list[list], dict[str, float]]:
+    """The per-glimpse table's rows, and ORT fp32's speed-up over torch eager per mode."""
     ms = 1e3
     torch_p50 = {x.mode: percentiles(x.glimpse)[0] for x in b.backends if x.name == "torch eager"}
-    rows, part_rows = [], []
-    speedups: dict[str, float] = {}
+    rows, speedups = [], {}
     for x in b.backends:
         p50, p99, mean = percentiles(x.glimpse)
         base = torch_p50[x.mode]
@@ -342,20 +336,31 @@ def report(b: InferenceBenchmark) -> tuple[str, bool]:
                 f"{len(x.glimpse):,}",
             ]
         )
-        q50, q99, _ = percentiles(x.part)
-        w50, w99, _ = percentiles(x.worst)
-        part_rows.append(
-            [
-                x.name,
-                x.threads,
-                f"{q50 * ms:.2f}",
-                f"{q99 * ms:.2f}",
-                f"{np.mean(x.part_steps):.1f}",
-                f"{w50 * ms:.2f}",
-                f"{w99 * ms:.2f}",
-                f"{len(x.part):,} / {len(x.worst):,}",
-            ]
-        )
+    return rows, speedups
+
+
+def part_row(x: Backend) -> list:
+    """One backend's row of the per-part table."""
+    ms = 1e3
+    q50, q99, _ = percentiles(x.part)
+    w50, w99, _ = percentiles(x.worst)
+    return [
+        x.name,
+        x.threads,
+        f"{q50 * ms:.2f}",
+        f"{q99 * ms:.2f}",
+        f"{np.mean(x.part_steps):.1f}",
+        f"{w50 * ms:.2f}",
+        f"{w99 * ms:.2f}",
+        f"{len(x.part):,} / {len(x.worst):,}",
+    ]
+
+
+def report(b: InferenceBenchmark) -> tuple[str, bool]:
+    """The markdown body and whether every goal is met."""
+    ms = 1e3
+    rows, speedups = glimpse_rows(b)
+    part_rows = [part_row(x) for x in b.backends]
     ok_speed = all(s >= GOAL_SPEEDUP for s in speedups.values())
     p99_worst = max(percentiles(x.worst)[1] for x in b.backends if x.name != "torch eager")
     ok_p99 = p99_worst * ms < GOAL_P99_MS
@@ -420,9 +425,7 @@ def report(b: InferenceBenchmark) -> tuple[str, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write its section; return 0 (1 when a goal is missed)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="shorter training, fewer calls")
-    args = ap.parse_args(argv)
+    args = parser(__doc__, quick="shorter training, fewer calls").parse_args(argv)
     import torch
 
     torch.manual_seed(0)
@@ -433,12 +436,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="inspector-bench-") as tmp:
         b = measure(Path(tmp), **kw)
     body, ok = report(b)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    body += f"\nLoad average at the end: {load:.1f}.\n"
-    cmd = "python -m benchmarks.inference" + (" --quick" if args.quick else "")
-    path = write_section("inference", "Inference latency", body, command=cmd)
+    body += f"\nLoad average at the end: {load_average():.1f}.\n"
+    cmd = "python -m benchmarks.speed.inference" + (" --quick" if args.quick else "")
     print(body)
-    print(f"wrote {path}")
+    if not args.no_write:
+        print(f"wrote {write_section('inference', 'Inference latency', body, cmd, doc=args.doc)}")
     return 0 if ok else 1
 
 

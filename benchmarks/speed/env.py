@@ -16,36 +16,30 @@ crop sequence is recorded once and is the same for both env figures.
 
 Run from the repository root::
 
-    python -m benchmarks.env [--quick]
+    python -m benchmarks.speed.env [--quick]
 
 Writes the ``env`` section of docs/benchmarks.md. Exit status 1 when a goal is missed.
 """
 
 from __future__ import annotations
 
-import argparse
 import cProfile
-import os
 import pstats
 import statistics
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.harness import ROOT, load_average, one_core, parser, table, write_section
+from inspector.camera import CameraDriver, open_camera
+from inspector.env import InspectionEnv
+from inspector.frames import Frame
+from inspector.scan import ACTIONS
 
-from benchmarks._report import table, write_section  # noqa: E402
-from inspector.camera import CameraDriver, open_camera  # noqa: E402
-from inspector.env import InspectionEnv  # noqa: E402
-from inspector.frames import Frame  # noqa: E402
-from inspector.scan import ACTIONS  # noqa: E402
-
-PROFILE = str(Path(__file__).resolve().parent.parent / "reward_profiles" / "lcd_panel.yaml")
+PROFILE = str(ROOT / "reward_profiles" / "lcd_panel.yaml")
 GOAL_STEPS = 5000.0
 GOAL_OVERHEAD = 3.0
 
@@ -280,7 +274,7 @@ def profile_env(size: int, n_steps: int, top: int = 10, profile: str = PROFILE) 
     total = stats.total_tt
     rows = []
     entries = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
-    root = str(Path(__file__).resolve().parent.parent) + "/"
+    root = str(ROOT) + "/"
     for (file, line, func), (_cc, ncalls, tottime, cumtime, _callers) in entries:
         where = func if file == "~" else f"{file.replace(root, '')}:{line} {func}"
         rows.append(
@@ -362,30 +356,20 @@ def report(b: EnvBenchmark, threads: str, profile_md: str | None) -> tuple[str, 
     return body, ok_rate and ok_over
 
 
-def one_core() -> str:
-    """Pin this process to one CPU and torch/cv2 to one thread; say what was done."""
-    from benchmarks.camera import one_core as pin
-
-    return pin()
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write its section; return 0 (1 when a goal is missed)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer steps and repeats")
-    args = ap.parse_args(argv)
+    args = parser(__doc__, quick="fewer steps and repeats").parse_args(argv)
     threads = one_core()
     n, repeats = (5000, 3) if args.quick else (20000, 5)
     b = measure(512, n, repeats)
     met = 1 / b.synthetic >= GOAL_STEPS and b.overhead_prerendered <= GOAL_OVERHEAD
     profile_md = None if met else profile_env(512, n)
     body, ok = report(b, threads, profile_md)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    body += f"\nLoad average at the end: {load:.1f}.\n"
-    cmd = "python -m benchmarks.env" + (" --quick" if args.quick else "")
-    path = write_section("env", "Environment steps/s", body, command=cmd)
+    body += f"\nLoad average at the end: {load_average():.1f}.\n"
+    cmd = "python -m benchmarks.speed.env" + (" --quick" if args.quick else "")
     print(body)
-    print(f"wrote {path}")
+    if not args.no_write:
+        print(f"wrote {write_section('env', 'Environment steps/s', body, cmd, doc=args.doc)}")
     return 0 if ok else 1
 
 

@@ -8,52 +8,24 @@ reports the folder camera's decode rate on the test split.
 
 Run from the repository root::
 
-    python -m benchmarks.camera [--quick]
+    python -m benchmarks.speed.camera [--quick]
 
-(``python benchmarks/camera.py`` works too.) Writes the ``camera`` section of
-docs/benchmarks.md.
+Writes the ``camera`` section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks._report import table, write_section  # noqa: E402
-from camera_drivers.folder import FolderCamera  # noqa: E402
-from camera_drivers.synthetic import SyntheticCamera  # noqa: E402
-from inspector.datasets import magnetic_tile_root  # noqa: E402
+from benchmarks.harness import magnetic_tile_root, one_core, parser, table, write_section
+from camera_drivers.folder import FolderCamera
+from camera_drivers.synthetic import SyntheticCamera
 
 GOAL_FPS = 500.0
-
-
-def one_core() -> str:
-    """Pin this process to one CPU and every library to one thread; say what was done."""
-    import cv2
-
-    cv2.setNumThreads(1)
-    notes = ["cv2.setNumThreads(1)"]
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-        notes.append("torch.set_num_threads(1)")
-    except ImportError:
-        pass
-    if hasattr(os, "sched_setaffinity"):
-        cpu = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpu})
-        notes.append(f"pinned to CPU {cpu}")
-    return ", ".join(notes)
 
 
 def time_per_item(fn, n: int, repeats: int) -> float:
@@ -105,9 +77,7 @@ def folder_rate(n_max: int) -> tuple[int, float] | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write its section; return 0 (1 when the goal is missed)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer frames, 512 px only")
-    args = ap.parse_args(argv)
+    args = parser(__doc__, quick="fewer frames, 512 px only").parse_args(argv)
     threads = one_core()
     n, repeats = (300, 3) if args.quick else (2000, 5)
     base = baseline(512, n * 5, repeats)
@@ -145,10 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{per / base:.1f}x the cost of allocating and copying a frame. "
         f"Median of {repeats} runs of {n} frames each.\n"
     )
-    cmd = "python -m benchmarks.camera" + (" --quick" if args.quick else "")
-    path = write_section("camera", "Camera drivers", body, command=cmd)
+    cmd = "python -m benchmarks.speed.camera" + (" --quick" if args.quick else "")
     print(body)
-    print(f"wrote {path}")
+    if not args.no_write:
+        print(f"wrote {write_section('camera', 'Camera drivers', body, cmd, doc=args.doc)}")
     return 0 if fps512 >= GOAL_FPS else 1
 
 

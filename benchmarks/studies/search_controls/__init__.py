@@ -1,0 +1,1 @@
+"""Does the learned search earn its keep? (issue #27)."""

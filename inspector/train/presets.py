@@ -1,0 +1,158 @@
+"""Training presets: the best recipe known for each kind of data.
+
+``inspector train`` without ``--config`` trains with a preset, chosen from the camera
+unless ``--preset`` names one: the synthetic camera gets ``synthetic``, every other
+driver (footage folders, manifests, video, stores, live cameras) ``footage``. A
+``--config`` file alone is the whole recipe (its keys over the bare
+:class:`TrainConfig` defaults, as before presets); with ``--preset`` too, its keys go
+on top of the preset, so it only needs what it changes. ``--preset none`` is the bare
+defaults. Both data presets keep the best model on val frames and end by choosing
+the operating point there (:data:`ENDING`).
+
+What each preset holds was measured (docs/benchmarks.md): ``synthetic`` is the
+learning-efficiency study's full stack on the quadrants task (perception pretraining on
+8,000 native crops, then cloning 8,192 steps of the scripted teacher: 90 % accuracy in
+5 of 5 seeds, where reward-only PPO reached it in none); ``footage`` is the magnetic-tile
+benchmark's best agent (crops from every zoom level, per-glimpse evidence head that
+also judges the overview, class-balanced verdict loss with the stop steps weighted 8,
+constant learning rate).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inspector.errors import InspectorError
+from inspector.train.config import TrainConfig
+
+#: ``--preset`` value that picks the preset from the camera.
+AUTO = "auto"
+#: ``--preset`` value for the bare TrainConfig defaults.
+NONE = "none"
+#: Weight of the scripted teacher's stop steps in the balanced verdict loss: they are
+#: about 7 % of the cloned steps and the only ones where the verdict is read.
+STOP_WEIGHT = 8.0
+#: What every data preset does at the end of training (with val frames): keep the best
+#: model checked every this many PPO steps, then choose the balanced operating point.
+ENDING = {"select_interval": 16384, "operating_point": "balanced"}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named recipe: TrainConfig overrides and a default training length.
+
+    :param name: the ``--preset`` value.
+    :param about: one line for ``--help`` and the report.
+    :param overrides: TrainConfig fields the preset sets (the rest keep their defaults).
+    :param timesteps: environment steps of PPO when ``--timesteps`` is not given.
+    """
+
+    name: str
+    about: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    timesteps: int = 50_000
+
+
+PRESETS: dict[str, Preset] = {
+    "synthetic": Preset(
+        "synthetic",
+        "synthetic panels: perception pretraining on 8,000 native crops, then cloning "
+        "8,192 steps of the scripted teacher, then HybridPPO",
+        {"perception_samples": 8000, "bc_samples": 8192, **ENDING},
+        timesteps=16_384,
+    ),
+    "footage": Preset(
+        "footage",
+        "real footage: perception pretraining on 8,000 crops from every zoom level, "
+        "evidence head on glimpses and overview, balanced verdict loss (stop weight 8), "
+        "constant learning rate",
+        {
+            "perception_samples": 8000,
+            "perception_levels": "all",
+            "glimpse_evidence": True,
+            "overview_evidence": True,
+            "verdict_balance": True,
+            "verdict_stop_weight": STOP_WEIGHT,
+            "lr_floor": TrainConfig().learning_rate,
+            **ENDING,
+        },
+        timesteps=150_000,
+    ),
+    NONE: Preset(
+        NONE,
+        "the bare TrainConfig defaults (no perception pretraining, the last model kept,"
+        " no operating point)",
+        {},
+    ),
+}
+
+
+def preset_names() -> list[str]:
+    """The ``--preset`` choices."""
+    return [AUTO, *PRESETS]
+
+
+def preset_for(camera: str) -> str:
+    """The preset ``auto`` picks for a camera driver."""
+    return "synthetic" if camera == "synthetic" else "footage"
+
+
+def resolve(
+    name: str | None, camera: str, profile: Any = None
+) -> tuple[Preset, TrainConfig, list[str]]:
+    """The preset ``name`` (``auto``/None: from the camera) as a TrainConfig.
+
+    :param profile: the loaded reward profile; ``overview_evidence`` needs its overview
+        as large as its glimpses and is dropped (with a note) where it is not.
+    :returns: (preset, config, notes on what was adapted to the profile).
+    :raises InspectorError: an unknown preset.
+    """
+    key = preset_for(camera) if name in (None, "", AUTO) else name
+    if key not in PRESETS:
+        raise InspectorError(f"unknown preset {name!r}; choose one of: {', '.join(preset_names())}")
+    preset = PRESETS[key]
+    changes = dict(preset.overrides)
+    notes = []
+    if changes.get("overview_evidence") and profile is not None:
+        scan = profile.scan
+        if scan.overview != scan.glimpse:
+            changes["overview_evidence"] = False
+            notes.append(
+                f"overview evidence off: the profile's overview ({scan.overview} px) is not "
+                f"its glimpse size ({scan.glimpse} px)"
+            )
+    return preset, TrainConfig().replace(**changes), notes
+
+
+def with_config_file(cfg: TrainConfig, path: str | Path) -> TrainConfig:
+    """``cfg`` with the keys a TrainConfig YAML file sets (the file's errors as loading it).
+
+    :raises InspectorError: a bad file or an invalid combination.
+    """
+    import yaml
+
+    loaded = TrainConfig.load(path)
+    keys = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    try:
+        return cfg.replace(**{k: getattr(loaded, k) for k in keys})
+    except ValueError as exc:
+        raise InspectorError(f"{path}: {exc}") from None
+
+
+def describe(preset: Preset, cfg: TrainConfig) -> dict[str, Any]:
+    """What the report says about the recipe: the preset, the fields it sets, and every
+    field of the run's config that differs from the bare defaults (a config file's too)."""
+    return {
+        "name": preset.name,
+        "about": preset.about,
+        "set": dict(preset.overrides),
+        "differs_from_defaults": {
+            f.name: getattr(cfg, f.name)
+            for f in dataclasses.fields(TrainConfig)
+            if getattr(cfg, f.name) != getattr(TrainConfig(), f.name)
+        },
+    }

@@ -1,0 +1,64 @@
+"""Training presets: chosen from the camera, adapted to the profile, under config files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inspector.errors import InspectorError
+from inspector.profile import load_profile
+from inspector.train.config import TrainConfig
+from inspector.train.presets import PRESETS, describe, preset_for, resolve, with_config_file
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_auto_picks_synthetic_for_the_synthetic_camera_and_footage_for_every_other():
+    assert preset_for("synthetic") == "synthetic"
+    for cam in ("folder", "video", "store", "live"):
+        assert preset_for(cam) == "footage"
+    preset, cfg, notes = resolve("auto", "synthetic")
+    assert preset.name == "synthetic" and cfg.perception_samples == 8000 and not notes
+
+
+def test_the_footage_preset_is_the_magnetic_tile_benchmarks_best_agent():
+    prof = load_profile(str(ROOT / "reward_profiles" / "magnetic_tile.yaml"))
+    _, cfg, notes = resolve(None, "folder", prof)
+    assert (cfg.perception_levels, cfg.glimpse_evidence, cfg.overview_evidence) == (
+        "all",
+        True,
+        True,
+    )
+    assert cfg.verdict_balance and cfg.verdict_stop_weight == 8.0
+    assert cfg.lr_floor == cfg.learning_rate and not notes
+
+
+def test_every_data_preset_keeps_the_best_model_and_chooses_an_operating_point():
+    for name in ("synthetic", "footage"):
+        cfg = resolve(name, "synthetic")[1]
+        assert cfg.select_interval > 0 and cfg.operating_point == "balanced"
+    bare = resolve("none", "synthetic")[1]
+    assert bare == TrainConfig()
+
+
+def test_overview_evidence_is_dropped_with_a_note_where_the_profile_cannot_have_it():
+    prof = load_profile(str(ROOT / "reward_profiles" / "lcd_quadrants.yaml"))
+    _, cfg, notes = resolve("footage", "synthetic", prof)
+    assert cfg.glimpse_evidence and not cfg.overview_evidence
+    assert len(notes) == 1 and "overview" in notes[0]
+
+
+def test_a_config_file_changes_only_the_keys_it_sets(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("bc_samples: 100\nseed: 3\n")
+    cfg = with_config_file(resolve("synthetic", "synthetic")[1], f)
+    assert (cfg.bc_samples, cfg.seed, cfg.perception_samples) == (100, 3, 8000)
+    doc = describe(PRESETS["synthetic"], cfg)
+    assert doc["set"]["perception_samples"] == 8000
+    assert doc["differs_from_defaults"]["seed"] == 3
+
+
+def test_unknown_preset_is_an_inspector_error():
+    with pytest.raises(InspectorError, match="auto, synthetic, footage, none"):
+        resolve("fast", "synthetic")

@@ -1,0 +1,171 @@
+"""Best-on-val model selection: which val frames, which model is kept, and why."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from inspector.errors import InspectorError
+from inspector.profile import load_profile
+from inspector.train.config import TrainConfig
+from inspector.train.select import (
+    BEST,
+    SYNTHETIC_VAL_SEED_OFFSET,
+    BestOnVal,
+    better_or_equal,
+    end_of_training,
+    val_params,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+PROFILE = ROOT / "reward_profiles" / "lcd_panel.yaml"
+
+
+def _manifest(tmp_path: Path, splits: tuple[str, ...]) -> Path:
+    import cv2
+    import numpy as np
+
+    rows = ["image,mask,label,split"]
+    for i, split in enumerate(splits):
+        cv2.imwrite(str(tmp_path / f"f{i}.png"), np.full((64, 64), 100 + i, np.uint8))
+        rows.append(f"f{i}.png,,ok,{split}")
+    (tmp_path / "m.csv").write_text("\n".join(rows) + "\n")
+    return tmp_path
+
+
+def test_val_frames_of_a_manifest_are_its_val_split(tmp_path):
+    root = _manifest(tmp_path, ("train", "train", "val", "test"))
+    params = {"path": str(root), "manifest": "m.csv", "split": "train"}
+    val, why = val_params("folder", params, TrainConfig())
+    assert val == {**params, "split": "val"} and "val split" in why
+
+
+def test_no_val_frames_where_the_manifest_has_no_val_split_or_training_is_not_on_train(
+    tmp_path,
+):
+    root = _manifest(tmp_path, ("train", "test"))
+    params = {"path": str(root), "manifest": "m.csv", "split": "train"}
+    assert val_params("folder", params, TrainConfig())[0] is None
+    assert val_params("folder", {"path": str(root)}, TrainConfig())[0] is None
+
+
+def test_synthetic_val_frames_are_another_panel_seed():
+    val, _ = val_params("synthetic", {"size": 128, "seed": 3}, TrainConfig())
+    assert val == {"size": 128, "seed": 3 + SYNTHETIC_VAL_SEED_OFFSET}
+
+
+def test_explicit_val_params_win_and_may_never_name_test_or_heldout():
+    cfg = TrainConfig(val_camera_params={"split": "val2"})
+    assert val_params("folder", {"split": "train"}, cfg)[0] == {"split": "val2"}
+    for bad in ("test", "heldout"):
+        with pytest.raises(InspectorError, match="never on test"):
+            val_params("folder", {}, TrainConfig(val_camera_params={"split": bad}))
+
+
+def test_equal_scores_keep_the_later_model_and_the_metric_decides_first():
+    a = {"balanced_accuracy": 0.8, "defect_auroc": 0.9}
+    assert better_or_equal(dict(a), a, "balanced_accuracy")
+    assert not better_or_equal({"balanced_accuracy": 0.7, "defect_auroc": 1.0}, a,
+                               "balanced_accuracy")  # fmt: skip
+    assert better_or_equal({"balanced_accuracy": 0.7, "defect_auroc": 1.0}, a, "defect_auroc")
+    assert better_or_equal({"balanced_accuracy": 0.8, "defect_auroc": None}, a,
+                           "defect_auroc") is False  # fmt: skip
+
+
+class Scripted(BestOnVal):
+    """BestOnVal whose val figures come from a list (the models are real and saved)."""
+
+    def __init__(self, *args, scores, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.scores = list(scores)
+
+    def evaluate(self, model):
+        s = self.scores.pop(0)
+        return {"balanced_accuracy": s, "defect_auroc": s, "parts": 7}, None
+
+
+@pytest.fixture
+def model():
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from inspector.env import InspectionEnv
+    from inspector.train.runner import build_model
+
+    cfg = TrainConfig(n_envs=1, n_steps=16, batch_size=16, n_epochs=1)
+    env = DummyVecEnv([lambda: InspectionEnv(str(PROFILE), "synthetic", {"size": 128})])
+    m = build_model(env, load_profile(str(PROFILE)), cfg, None, None)
+    yield m
+    env.close()
+
+
+def _weights_of(path: Path) -> bytes:
+    with zipfile.ZipFile(path) as z:
+        return z.read("policy.pth")
+
+
+def test_the_run_ends_with_the_best_checked_model_and_says_why(tmp_path, model):
+    cfg = TrainConfig(select_interval=16)
+    sel = Scripted(tmp_path, load_profile(str(PROFILE)), "synthetic", {"seed": 1000}, cfg,
+                   "synthetic panels of another seed", scores=[0.5, 0.9, 0.6])  # fmt: skip
+    sel.check(model, "before PPO (after pretraining)")
+    model.num_timesteps = 16
+    sel.check(model, "during PPO")
+    best_bytes = _weights_of(tmp_path / BEST)
+    for p in model.policy.parameters():  # the last model differs from the best one
+        p.data.add_(1.0)
+    model.num_timesteps = 32
+    model.save(str(tmp_path / "model.zip"))
+    kept = sel.finish(model)
+    assert kept["checkpoint"] == BEST and kept["steps"] == 16 and kept["when"] == "during PPO"
+    assert "0.900" in kept["why"] and "0.600" in kept["why"]
+    assert kept["frames"] == {"camera": "synthetic", "params": {"seed": "1000"}, "split": None,
+                              "count": 7, "source": "synthetic panels of another seed"}  # fmt: skip
+    assert [c["steps"] for c in kept["checks"]] == [0, 16, 32]
+    assert _weights_of(tmp_path / "model.zip") == best_bytes
+    assert json.loads((tmp_path / "select.json").read_text())["kept"] == kept
+
+
+def test_the_last_model_stays_when_it_is_as_good_as_the_best(tmp_path, model):
+    sel = Scripted(tmp_path, load_profile(str(PROFILE)), "synthetic", {}, TrainConfig(),
+                   scores=[0.7, 0.7])  # fmt: skip
+    sel.check(model, "before PPO (after pretraining)")
+    model.save(str(tmp_path / "model.zip"))
+    before = _weights_of(tmp_path / "model.zip")
+    kept = sel.finish(model)
+    assert kept["checkpoint"] == "last" and "last model" in kept["why"]
+    assert _weights_of(tmp_path / "model.zip") == before
+
+
+def test_a_new_run_forgets_an_earlier_runs_checks_and_a_resumed_one_keeps_them(tmp_path, model):
+    prof = load_profile(str(PROFILE))
+    sel = Scripted(tmp_path, prof, "synthetic", {}, TrainConfig(), scores=[0.9])
+    sel.check(model, "before PPO (after pretraining)")
+    again = BestOnVal(tmp_path, prof, "synthetic", {}, TrainConfig(), fresh=False)
+    assert len(again.state["checks"]) == 1
+    BestOnVal(tmp_path, prof, "synthetic", {}, TrainConfig(), fresh=True)
+    assert not (tmp_path / "select.json").exists() and not (tmp_path / BEST).exists()
+
+
+def test_without_val_frames_the_report_says_the_last_model_was_kept_and_no_point_chosen(
+    tmp_path, model
+):
+    doc = end_of_training(tmp_path, model, None, "folder", None, "the val split is empty",
+                          TrainConfig(operating_point="balanced"))  # fmt: skip
+    assert doc["kept"]["checkpoint"] == "last" and "val split is empty" in doc["kept"]["why"]
+    assert doc["operating_point"]["ok_bias"] == 0.0
+    assert "not chosen" in doc["operating_point"]["why"]
+
+
+def test_magnetic_tile_val_frames_are_the_manifests_130_val_frames(magnetic_tile):
+    from inspector.camera import open_camera
+
+    params = {"path": str(magnetic_tile), "manifest": "splits.csv", "split": "train"}
+    val, _ = val_params("folder", params, TrainConfig())
+    cam = open_camera("folder", val)
+    try:
+        assert len(cam) == 130 and {r.split for r in cam.records} == {"val"}
+    finally:
+        cam.close()
