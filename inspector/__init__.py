@@ -22,7 +22,7 @@ from inspector.frames import Box, Frame, Truth
 from inspector.hookspecs import hookimpl
 from inspector.terms import OUTCOME, PROCESS, EpisodeContext, RewardTerm, StepContext
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "OUTCOME",

@@ -136,10 +136,12 @@ def coerce(value: Any, hint: Any, *, name: str = "value") -> Any:
         if hint is int and isinstance(value, float) and value != int(value):
             raise ValueError(f"{name}: expected an integer, got {value!r}")
         return v
-    if hint is str:
-        return str(value)
-    if hint is Path:
-        return Path(str(value))
+    if hint in (str, Path):
+        # A list or mapping where one value is expected is a mistake, never its repr.
+        if isinstance(value, (list, tuple, dict, set)):
+            kind = "a mapping" if isinstance(value, dict) else "a list"
+            raise ValueError(f"{name}: expected one value, got {kind}: {str(value)[:60]}")
+        return str(value) if hint is str else Path(str(value))
     if origin in (tuple, list):
         items = value.split(",") if isinstance(value, str) else list(value)
         elem = args[0] if args else str

@@ -14,6 +14,21 @@ import sys
 
 from inspector.errors import InspectorError
 
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped.
+
+    Messages quote what users and files supplied; a newline in a station id or a YAML
+    key must not split the one error line (or forge a second one).
+
+    :param text: the message.
+    """
+    text = text.strip()
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 #: Verb modules, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "camera",
@@ -63,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = args.func(args)
     except InspectorError as exc:
-        print(f"inspector: error: {exc}", file=sys.stderr)
+        print(f"inspector: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("inspector: interrupted", file=sys.stderr)

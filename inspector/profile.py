@@ -1,6 +1,6 @@
 """Reward profiles: YAML -> frozen dataclasses, with all validation in one place.
 
-The format is described once, in :mod:`inspector.profile_format`, as specs that both
+The format is described once, in :mod:`inspector.yamlio.profile_spec`, as specs that both
 check a profile and write its JSON Schema (``profile_schema()``), so the two agree.
 This module holds the dataclasses the environment and the RRM core use, the loader
 (:func:`load_profile`, :func:`load_profile_text`), the rules a schema cannot state
@@ -24,7 +24,7 @@ import numpy as np
 
 from inspector.errors import ProfileError
 from inspector.terms import OUTCOME, RewardTerm
-from inspector.yamlloc import Checker, YNode, describe, join_path, parse_yaml
+from inspector.yamlio.located import Checker, YNode, describe, join_path, parse_yaml
 
 
 @dataclass(frozen=True)
@@ -256,7 +256,7 @@ def profile_schema(plugins: Any = None) -> dict[str, Any]:
 
     :param plugins: see :func:`load_profile`.
     """
-    from inspector.profile_format import schema_document
+    from inspector.yamlio.profile_spec import schema_document
 
     return schema_document(_spec_for(_registry(plugins)))
 
@@ -285,7 +285,7 @@ def _spec_for(registry: Any) -> Any:
     """The format spec for ``registry``, built once per registry (a few ms each)."""
     import weakref
 
-    from inspector.profile_format import profile_spec
+    from inspector.yamlio.profile_spec import profile_spec
 
     hit = _SPECS.get(id(registry))
     if hit is not None and hit[0]() is registry:
@@ -298,7 +298,7 @@ def _spec_for(registry: Any) -> Any:
 
 
 def _load(data: str | bytes, file: str, *, plugins: Any, warn: bool) -> Profile:
-    from inspector.profile_format import term_info
+    from inspector.yamlio.profile_spec import term_info
 
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     sha = hashlib.sha256(raw).hexdigest()

@@ -18,10 +18,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="demo", help="output folder (default demo/)")
     p.add_argument("--parts", type=positive_int, default=200, help="parts the station inspects")
     p.add_argument(
-        "--timesteps", type=positive_int, default=8192, help="HybridPPO steps after cloning"
+        "--timesteps", type=positive_int, default=2048, help="HybridPPO steps after cloning"
     )
     p.add_argument(
         "--bc-samples", type=non_negative_int, default=8192, help="teacher steps to clone first"
+    )
+    p.add_argument(
+        "--perception-samples",
+        type=non_negative_int,
+        default=8000,
+        help="mask-labelled crops to pretrain the glimpse CNN on first",
     )
     p.add_argument("--eval-episodes", type=positive_int, default=200, help="evaluation parts")
     p.add_argument("--mqtt-host", help="use this broker instead of starting one")
@@ -31,8 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from inspector.demo import DemoOptions, run_demo
     from inspector.errors import InspectorError
+    from inspector.workflows.demo import DemoOptions, run_demo
 
     for name in ("parts", "timesteps", "eval_episodes"):
         if getattr(args, name) < 1:
@@ -42,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
             out=Path(args.out),
             timesteps=args.timesteps,
             bc_samples=args.bc_samples,
+            perception_samples=args.perception_samples,
             parts=args.parts,
             mqtt_host=args.mqtt_host,
             mqtt_port=args.mqtt_port,

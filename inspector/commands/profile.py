@@ -206,6 +206,6 @@ def _pairs(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from inspector.rrm.explain import run_explain
+    from inspector.workflows.explain import run_explain
 
     return run_explain(args)

@@ -7,7 +7,7 @@ file's sha256, ``tensorrt.__version__``, the GPU name and the build options.
 
 Engines carry no ONNX metadata, so :func:`build_engine` writes a sidecar
 ``<engine>.json`` beside each engine holding the :class:`ModelMeta` props;
-:class:`inspector.runtime.trt_backend.TensorRTPolicy` reads it back.
+:class:`inspector.policy.trt_backend.TensorRTPolicy` reads it back.
 
 ``tensorrt`` (and ``cuda-python``) are imported inside the functions that need
 them: importing this module costs nothing on a machine without a GPU.
@@ -28,9 +28,8 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -38,7 +37,19 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import ExportError, InspectorError, MissingDependencyError, ModelError
-from inspector.runtime.policy import INPUT_NAMES, OUTPUT_NAMES, ModelMeta
+from inspector.files import write_atomic
+from inspector.policy.base import INPUT_NAMES, OUTPUT_NAMES, ModelMeta
+from inspector.policy.trt_engine import (
+    SIDECAR_SCHEMA,
+    TRT_HINT,
+    EngineInfo,
+    gpu_name,
+    import_cudart,
+    import_tensorrt,
+    read_sidecar,
+    sidecar_path,
+    tensorrt_unavailable_reason,
+)
 
 log = logging.getLogger("inspector.export.tensorrt")  # same name under python -m
 
@@ -66,81 +77,7 @@ __all__ = [
     "write_sidecar",
 ]
 
-#: How to get TensorRT; every "tensorrt is missing" message carries it.
-TRT_HINT = (
-    "pip install inspector[tensorrt] on an x86 machine with an NVIDIA GPU and CUDA 12; "
-    "on a Jetson it ships with JetPack 6 (apt install python3-libnvinfer)"
-)
-SIDECAR_SCHEMA = "inspector.engine/1"
 PRECISIONS = ("fp32", "fp16", "int8")
-
-
-# --------------------------------------------------------------------------- imports
-
-
-def import_tensorrt(feature: str = "building a TensorRT engine") -> ModuleType:
-    """Import ``tensorrt`` or raise :class:`MissingDependencyError` saying how to install it."""
-    try:
-        import tensorrt
-    except ImportError:
-        raise MissingDependencyError("tensorrt", feature, TRT_HINT) from None
-    return tensorrt
-
-
-def import_cudart() -> ModuleType | None:
-    """The CUDA runtime bindings of cuda-python (new or old layout), or None."""
-    try:
-        from cuda.bindings import runtime  # cuda-python >= 12.6
-    except ImportError:
-        try:
-            from cuda import cudart as runtime  # older cuda-python
-        except ImportError:
-            return None
-    return runtime
-
-
-def gpu_name(device: int = 0) -> str:
-    """Name of CUDA device ``device`` (part of the engine cache key).
-
-    :raises ExportError: no CUDA device is visible (or neither cuda-python nor torch can ask).
-    """
-    cudart = import_cudart()
-    if cudart is not None:
-        err, props = cudart.cudaGetDeviceProperties(device)
-        if int(err) == 0:
-            name = props.name
-            if isinstance(name, bytes):
-                name = name.split(b"\0", 1)[0].decode("utf-8", "replace")
-            return str(name)
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    if torch is not None and torch.cuda.is_available():
-        return str(torch.cuda.get_device_name(device))
-    raise ExportError(
-        f"no CUDA device {device} is visible (TensorRT needs an NVIDIA GPU; "
-        "check nvidia-smi / tegrastats and that cuda-python is installed)"
-    )
-
-
-def tensorrt_unavailable_reason() -> str | None:
-    """Why TensorRT engines cannot be built or run here, or None when they can.
-
-    Tests use it as their skip reason, so it names what is missing.
-    """
-    try:
-        import tensorrt  # noqa: F401
-    except ImportError:
-        return (
-            "TensorRT not installed (needs an NVIDIA GPU with TensorRT 10: "
-            "pip install inspector[tensorrt] on Jetson/x86 CUDA)"
-        )
-    try:
-        gpu_name()
-    except ExportError as exc:
-        return f"TensorRT is installed but {exc}"
-    return None
 
 
 # --------------------------------------------------------------------------- metadata and shapes
@@ -300,45 +237,6 @@ def engine_cache_key(
 # --------------------------------------------------------------------------- sidecar
 
 
-def sidecar_path(engine_path: str | os.PathLike[str]) -> Path:
-    """``<engine>.json``, the metadata file beside an engine."""
-    p = Path(engine_path)
-    return p.with_name(p.name + ".json")
-
-
-@dataclass(frozen=True)
-class EngineInfo:
-    """What an engine's sidecar says: the model metadata plus how the engine was built.
-
-    :param meta: the ONNX model's metadata.
-    :param onnx_sha256: sha256 of the ONNX file the engine came from.
-    :param precision: ``fp32``, ``fp16`` or ``int8``.
-    :param tensorrt_version: TensorRT version that built it ("" when unknown).
-    :param gpu: GPU that built it ("" when unknown).
-    :param profile: the batch profile as in :meth:`ShapeProfile.to_json`.
-    """
-
-    meta: ModelMeta
-    onnx_sha256: str
-    precision: str
-    tensorrt_version: str = ""
-    gpu: str = ""
-    profile: Mapping[str, Any] = field(default_factory=dict)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    # temp file + rename: a station never sees half an engine after a power cut.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_sidecar(
     engine_path: str | os.PathLike[str],
     meta: ModelMeta,
@@ -362,41 +260,8 @@ def write_sidecar(
         "profile": profile.to_json(),
     }
     out = sidecar_path(engine_path)
-    _atomic_write(out, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
+    write_atomic(out, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
     return out
-
-
-def read_sidecar(engine_path: str | os.PathLike[str]) -> EngineInfo:
-    """Read an engine's sidecar (following a ``current.engine`` symlink when needed).
-
-    :raises ModelError: no sidecar, or it is not valid.
-    """
-    engine = Path(engine_path)
-    candidates = [sidecar_path(engine)]
-    if engine.is_symlink():
-        candidates.append(sidecar_path(engine.resolve()))
-    found = next((c for c in candidates if c.is_file()), None)
-    if found is None:
-        raise ModelError(
-            f"{engine}: no sidecar {candidates[0].name} with the model metadata; build the engine "
-            "with deploy/jetson/build_engine.sh or `python -m inspector.export.tensorrt build`"
-        )
-    try:
-        doc = json.loads(found.read_text(encoding="utf-8"))
-        if doc.get("schema") != SIDECAR_SCHEMA:
-            raise ValueError(f"schema is {doc.get('schema')!r}, expected {SIDECAR_SCHEMA!r}")
-        props = doc["props"]
-        info = EngineInfo(
-            meta=ModelMeta.from_props(props, source=str(found)),
-            onnx_sha256=str(doc["onnx_sha256"]),
-            precision=str(doc["precision"]),
-            tensorrt_version=str(doc.get("tensorrt_version", "")),
-            gpu=str(doc.get("gpu", "")),
-            profile=dict(doc.get("profile", {})),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ModelError(f"{found}: broken engine sidecar ({exc})") from None
-    return info
 
 
 # --------------------------------------------------------------------------- calibration
@@ -493,7 +358,7 @@ def make_calibrator(batches: CalibrationBatches, cache_file: str | os.PathLike[s
     calibration runs once per model.
     """
     trt = import_tensorrt("INT8 calibration")
-    from inspector.runtime.trt_backend import DeviceMemory
+    from inspector.policy.trt_backend import DeviceMemory
 
     class Calibrator(trt.IInt8EntropyCalibrator2):
         """Entropy calibrator over observation batches."""
@@ -532,7 +397,7 @@ def make_calibrator(batches: CalibrationBatches, cache_file: str | os.PathLike[s
             return None
 
         def write_calibration_cache(self, cache: Any) -> None:
-            _atomic_write(self.cache_file, bytes(cache))
+            write_atomic(self.cache_file, bytes(cache))
 
     return Calibrator()
 
@@ -614,7 +479,7 @@ def build_engine(
     if cached is not None and cached.is_file():
         log.info("engine cache hit %s", cached)
         if cached.resolve() != out.resolve():
-            _atomic_write(out, cached.read_bytes())
+            write_atomic(out, cached.read_bytes())
     else:
         data = _build_serialized(
             trt,
@@ -638,7 +503,7 @@ def build_engine(
             workspace_mb=workspace_mb,
             timing_cache=Path(timing_cache) if timing_cache else None,
         )
-        _atomic_write(out, data)
+        write_atomic(out, data)
         if cached is not None:
             if int8 and calib_cache.is_file():
                 # The build has just written the calibration cache; key the engine by it
@@ -653,7 +518,7 @@ def build_engine(
                     calibration_sha256=hashlib.sha256(calib_cache.read_bytes()).hexdigest(),
                 )
                 cached = cached.with_name(f"{key}.engine")
-            _atomic_write(cached, data)
+            write_atomic(cached, data)
             log.info("engine cached as %s", cached)
     write_sidecar(
         out,
@@ -755,7 +620,7 @@ def _build_serialized(
     if serialized is None:
         raise ExportError(f"{onnx_file}: TensorRT failed to build the engine (see the log above)")
     if cache is not None and timing_cache is not None:
-        _atomic_write(timing_cache, bytes(config.get_timing_cache().serialize()))
+        write_atomic(timing_cache, bytes(config.get_timing_cache().serialize()))
     return bytes(serialized)
 
 
@@ -809,7 +674,7 @@ def parity_check(
         raise MissingDependencyError(
             "onnxruntime", "the parity check", "pip install onnxruntime"
         ) from None
-    from inspector.runtime.trt_backend import TensorRTPolicy
+    from inspector.policy.trt_backend import TensorRTPolicy
 
     meta = read_onnx_meta(onnx_path)
     obs = random_observations(meta, n, seed)

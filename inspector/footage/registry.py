@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import FootageError
-from inspector.footage_hash import sha256_file
+from inspector.files import sha256_file
 
 VERSION_FILE = "version.json"
 MODEL_FILE = "model.onnx"

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import FootageError
-from inspector.footage_hash import sha256_bytes
+from inspector.files import sha256_bytes
 from inspector.frames import Box, Frame, Truth
 
 #: Where a label came from, weakest first: a later, stronger source may replace it.

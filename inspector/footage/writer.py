@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import FootageError
-from inspector.footage.store import encode_png, frame_hash, frame_relpath, to_gray, write_atomic
+from inspector.files import write_atomic
+from inspector.footage.store import encode_png, frame_hash, frame_relpath, to_gray
 
 log = logging.getLogger(__name__)
 

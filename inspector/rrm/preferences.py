@@ -216,7 +216,7 @@ def theta_bounds(
     :param bounds: term -> (lowest value or None, highest value or None).
     :raises PreferenceError: an unknown term, or a bound no positive multiple can meet.
     """
-    from inspector.profile_format import MAX_REWARD
+    from inspector.yamlio.profile_spec import MAX_REWARD
 
     names = [t.term for t in profile.terms]
     for term in bounds:

@@ -176,7 +176,7 @@ def train_members(
     ens = write_ensemble(out / "ensemble", [s.out for s in specs])
     if not (ens / "report.json").is_file():
         write_json(out / SUMMARY_FILE, {"asked": asked, "status": "ensemble"})
-        evaluate_ensemble(ens, camera, {**camera_params, **cfg.eval_camera_params}, cfg)
+        evaluate_ensemble(ens, camera, camera_params, cfg)
     write_json(out / SUMMARY_FILE, {"asked": asked, "status": "student"})
     student = student_spec(profile_path, camera, camera_params, steps, out, cfg, k)
     spath = Path(student.out) / SPEC_FILE
@@ -192,21 +192,59 @@ def train_members(
 def evaluate_ensemble(
     ens: Path, camera: str, params: Mapping[str, Any], cfg: TrainConfig
 ) -> dict[str, Any]:
-    """Evaluate the ensemble of ``ens`` as train evaluates a run: report.json, report.png.
+    """Calibrate and evaluate the ensemble of ``ens`` as train does a run.
 
-    Its CPU time goes to ``ens/cost.json``.
+    The operating point is chosen as the members' are (``cfg.operating_point`` on the
+    held-out val frames of the training camera ``params``, never test); the evaluation
+    (``cfg.eval_camera_params``, ``final_eval_episodes``) is at that point. report.json
+    (its ``operating_point`` section), report.png; its CPU time goes to ``ens/cost.json``.
+    An exported ensemble still starts at ok bias 0: calibrate the ``.onnx`` (README).
     """
+    from inspector.policy.ensemble import EnsemblePolicy
     from inspector.train.distill import ensemble_policy
     from inspector.train.evaluate import evaluate, write_report
 
     cpu0 = cpu_seconds()
     policy = ensemble_policy(ens)
-    result, kept = evaluate(policy, camera, params, max(1, cfg.final_eval_episodes), keep=6)
+    op = _ensemble_operating_point(policy, camera, params, cfg)
+    if op.get("ok_bias"):
+        policy = EnsemblePolicy(policy.members, ok_bias=op["ok_bias"])
+    eval_params = {**params, **cfg.eval_camera_params}
+    result, kept = evaluate(policy, camera, eval_params, max(1, cfg.final_eval_episodes), keep=6)
     result["ensemble"] = list(read_json(ens / "ensemble.json", {}).get("members", []))
     result["scan"] = dict(policy.meta.scan)
+    result["ok_bias"] = float(op.get("ok_bias", 0.0))
+    result["operating_point"] = op
     write_report(result, kept, ens / "report.json", ens / "report.png")
     write_json(ens / COST_FILE, {"name": "ensemble", "cpu_s": round(cpu_seconds() - cpu0, 2)})
     return result
+
+
+def _ensemble_operating_point(
+    policy: Any, camera: str, params: Mapping[str, Any], cfg: TrainConfig
+) -> dict[str, Any]:
+    """The ensemble's operating point on the val frames, as report.json's section."""
+    from inspector.train.calibration import choose_operating_point
+    from inspector.train.select import frames_doc, val_params
+
+    val, source = val_params(camera, params, cfg)
+    if val is None or cfg.operating_point == "none":
+        why = "operating_point: none" if val is not None else f"no val frames ({source})"
+        return {"ok_bias": 0.0, "why": f"not chosen: {why}", "frames": None}
+    try:
+        cal = choose_operating_point(
+            policy, camera, val, cfg.select_episodes, cfg.operating_point, cfg.operating_target
+        )
+    except InspectorError as exc:  # e.g. val frames of one kind only
+        return {"ok_bias": 0.0, "why": f"not chosen: {exc}", "frames": None}
+    return {
+        "ok_bias": cal.ok_bias,
+        "objective": cal.objective,
+        "target": cal.target,
+        "at_bias": cal.at_bias,
+        "at_zero": cal.at_zero,
+        "frames": frames_doc(camera, val, cal.frames, source),
+    }
 
 
 #: report.json keys of the table, and their headings.
@@ -247,6 +285,7 @@ def _row(name: str, folder: Path, cost: Mapping[str, Any], to_deployable_s: floa
     row: dict[str, Any] = {"name": name, "path": str(folder)}
     for key, _ in COLUMNS:
         row[key] = report.get(key)
+    row["ok_bias"] = report.get("ok_bias")
     row["cpu_min"] = round(cost.get("cpu_s", 0.0) / 60.0, 2)
     row["cpu_min_to_deployable"] = round(to_deployable_s / 60.0, 2)
     row["attempts"] = cost.get("attempts")
@@ -270,9 +309,10 @@ def table_markdown(summary: Mapping[str, Any]) -> str:
         "",
         f"{asked.get('members')} members of {asked.get('timesteps')} steps (seeds"
         f" {asked.get('seed')}..), student distilled for {asked.get('distill_timesteps')}"
-        " steps. Figures: each run's report.json (its own evaluation parts; the ensemble"
-        " at ok bias 0, uncalibrated). CPU minutes: user+system of the processes that"
-        " trained it, killed attempts and each run's final evaluation included; the"
-        " ensemble's own CPU-min is its evaluation.",
+        " steps. Figures: each run's report.json (its own evaluation parts, each model at"
+        " the operating point train chose for it on val, if any). CPU minutes:"
+        " user+system of the processes that trained it, killed attempts and each run's"
+        " final evaluation included; the ensemble's own CPU-min is its calibration and"
+        " evaluation.",
     ]
     return "\n".join(lines) + "\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import shutil
 import time
 from collections import deque
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import InspectorError
+from inspector.files import atomic_path, write_atomic
 from inspector.profile import Profile, load_profile
 from inspector.scan import ACTIONS
 from inspector.train.config import TrainConfig
@@ -144,7 +146,7 @@ def resolve_teacher(cfg: TrainConfig, teacher_path: str | None) -> Any:
 
     if is_ensemble_dir(spec):  # distillation: a verdict ensemble teaches (train --members)
         return load_ensemble_teacher(spec)
-    from inspector.runtime.torch_backend import load_trained
+    from inspector.train.torch_policy import load_trained
 
     model, _, _ = load_trained(spec)
     return model.policy
@@ -299,9 +301,8 @@ def save_checkpoint(model: Any, out: Path) -> Path:
     ck = out / "checkpoints"
     ck.mkdir(parents=True, exist_ok=True)
     path = ck / f"ckpt_{model.num_timesteps:09d}.zip"
-    tmp = ck / f".tmp_{model.num_timesteps}.zip"
-    model.save(str(tmp))
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        model.save(str(tmp))
     norm = getattr(model.rollout_buffer, "normaliser", None)
     state = {"path": path.name, "num_timesteps": int(model.num_timesteps)}
     if norm is not None:
@@ -312,10 +313,72 @@ def save_checkpoint(model: Any, out: Path) -> Path:
             "lo": norm.lo if np.isfinite(norm.lo) else None,
             "hi": norm.hi if np.isfinite(norm.hi) else None,
         }
-    tmpj = ck / ".latest.json.tmp"
-    tmpj.write_text(json.dumps(state))
-    tmpj.replace(ck / "latest.json")
+    write_atomic(ck / "latest.json", json.dumps(state))
     return path
+
+
+#: The largest ``latest.json`` read (bytes).
+MAX_LATEST_BYTES = 64 * 1024
+
+
+def _finite_or_none(value: Any, key: str, where: Path) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InspectorError(
+            f"{where}: normaliser.{key} must be a finite number, got {value!r:.40}"
+        )
+    return float(value)
+
+
+def read_latest(out: Path) -> tuple[dict[str, Any], Path]:
+    """``checkpoints/latest.json`` of a run, checked: (state, checkpoint path).
+
+    The checkpoint it names must be a ``ckpt_*.zip`` file inside the run's
+    ``checkpoints/`` folder (no path separators, no symlink out); the normaliser's
+    numbers must be finite.
+
+    :param out: the run directory.
+    :raises InspectorError: a damaged or hostile ``latest.json``.
+    """
+    ck = out / "checkpoints"
+    latest = ck / "latest.json"
+    try:
+        raw = latest.read_bytes()[: MAX_LATEST_BYTES + 1]
+        if len(raw) > MAX_LATEST_BYTES:
+            raise ValueError(f"over {MAX_LATEST_BYTES} bytes")
+        state = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise InspectorError(f"{latest}: cannot read it ({str(exc)[:120]})") from None
+    if not isinstance(state, dict):
+        raise InspectorError(f"{latest}: expected a JSON object")
+    name = state.get("path")
+    if (
+        not isinstance(name, str)
+        or not name.startswith("ckpt_")
+        or not name.endswith(".zip")
+        or "/" in name
+        or "\\" in name
+        or name in (".", "..")
+        or any(ord(c) < 32 for c in name)
+    ):
+        raise InspectorError(
+            f"{latest}: 'path' must name a ckpt_*.zip file in {ck}, got {name!r:.80}"
+        )
+    ckpt = ck / name
+    real_ck = os.path.realpath(ck)
+    if os.path.commonpath([real_ck, os.path.realpath(ckpt)]) != real_ck or not ckpt.is_file():
+        raise InspectorError(f"{latest}: checkpoint {name!r} is not a file inside {ck}")
+    norm = state.get("normaliser")
+    if norm is not None:
+        if not isinstance(norm, dict):
+            raise InspectorError(f"{latest}: 'normaliser' must be an object")
+        clean = {k: _finite_or_none(norm.get(k), k, latest) for k in ("mean", "var", "count")}
+        if None in clean.values() or clean["var"] < 0 or clean["count"] < 0:
+            raise InspectorError(f"{latest}: normaliser needs finite mean, var >= 0, count >= 0")
+        clean.update({k: _finite_or_none(norm.get(k), k, latest) for k in ("lo", "hi")})
+        state["normaliser"] = clean
+    return state, ckpt
 
 
 def train_run(
@@ -343,8 +406,8 @@ def train_run(
     :param recipe: what the report says about the recipe (the preset; see
         :func:`inspector.train.presets.describe`).
     """
-    from inspector.train.hybrid import HybridPPO
     from inspector.train.perception import freeze_glimpse_cnn
+    from inspector.train.safe_load import read_model_zip, restore
     from inspector.train.select import BestOnVal, end_of_training, val_params
 
     cfg = cfg or TrainConfig()
@@ -375,14 +438,13 @@ def train_run(
     tb = str(out / "tb")
     try:
         if resume and latest.is_file():
-            state = json.loads(latest.read_text())
-            model = HybridPPO.load(str(out / "checkpoints" / state["path"]), env=env, device="cpu")
-            model.teacher = teacher
+            state, ckpt = read_latest(out)
+            model = build_model(env, profile, cfg, teacher, tb)
+            restore(model, read_model_zip(ckpt), optimizer=True)
             if teacher is None:
                 model.w_kd = 0.0
             # The run's config decides (a checkpoint from before the option has none).
             model.verdict_on_stop = cfg.verdict_on_stop
-            model.tensorboard_log = tb
             norm = state.get("normaliser")
             if norm:
                 nm = model.rollout_buffer.normaliser
@@ -393,7 +455,7 @@ def train_run(
                 )
                 nm.lo = norm["lo"] if norm["lo"] is not None else np.inf
                 nm.hi = norm["hi"] if norm["hi"] is not None else -np.inf
-            log.warning("resuming from %s at step %d", state["path"], model.num_timesteps)
+            log.warning("resuming from %s at step %d", ckpt.name, model.num_timesteps)
             if cfg.perception_freeze:
                 freeze_glimpse_cnn(model)
             remaining = max(0, timesteps - model.num_timesteps)
@@ -403,7 +465,7 @@ def train_run(
                 log.warning("--resume: no checkpoint in %s, starting fresh", out)
             model = build_model(env, profile, cfg, teacher, tb)
             if init_from:
-                from inspector.runtime.torch_backend import load_trained
+                from inspector.train.torch_policy import load_trained
 
                 base, _, _ = load_trained(init_from)
                 model.policy.load_state_dict(base.policy.state_dict())
@@ -429,9 +491,8 @@ def train_run(
                 tb_log_name="hybrid_ppo",
             )
         save_checkpoint(model, out)
-        tmp = out / ".model.tmp.zip"
-        model.save(str(tmp))
-        tmp.replace(out / "model.zip")
+        with atomic_path(out / "model.zip") as tmp:
+            model.save(str(tmp))
         ending = end_of_training(out, model, sel, camera, val, val_source, cfg)
     finally:
         env.close()
@@ -454,10 +515,10 @@ def evaluate_run(
 
     :param extra: sections added to the report (kept model, operating point, recipe).
     """
-    from inspector.runtime.operating_point import read_ok_bias
-    from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
+    from inspector.policy.operating_point import read_ok_bias
     from inspector.train.evaluate import evaluate, write_report
     from inspector.train.select import frames_doc
+    from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     model, profile, sha = load_trained(out)
     policy = TorchPolicy(model, meta_for_model(model, profile, sha, read_ok_bias(out, sha)))

@@ -189,10 +189,10 @@ def draw_pair(profile: Profile, frame: Frame, a: Inspection, b: Inspection, out:
     :param b: the right inspection.
     :param out: the PNG to write.
     """
-    from inspector.report import _plt, draw_path
+    from inspector.report import draw_path, pyplot
     from inspector.scan import PathPoint
 
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 4.8))
     for ax, side, ins in zip(axes, "ab", (a, b)):
         path = [PathPoint(*p) for p in ins.path]
@@ -276,9 +276,9 @@ def run_pairs(
     profile = load_profile(args.file)
     policy = None
     if args.model:
-        from inspector.runtime.backends import load_policy
+        from inspector.train.torch_policy import load_any_policy
 
-        policy = load_policy(args.model)
+        policy = load_any_policy(args.model)
     out = Path(args.out)
     images = Path(args.images) if args.images else out.with_name(out.stem + "-pairs")
     env = InspectionEnv(profile, args.camera, parse_params(args.param), teacher=True)
@@ -355,9 +355,9 @@ def parse_bound(text: str) -> tuple[str, tuple[float | None, float | None]]:
 
 def run_fit(args: argparse.Namespace) -> int:
     """Handler of ``inspector profile fit``."""
-    from inspector.profile_rewrite import rewrite_values
     from inspector.rrm.preference_records import load_preferences
     from inspector.rrm.preferences import fit_values, provenance
+    from inspector.rrm.profile_rewrite import rewrite_values
 
     profile = load_profile(args.file, warn=False)
     prefs, prefs_sha = load_preferences(args.preferences)

@@ -171,6 +171,7 @@ class Broker:
     :param acl: the ACL file's text (with ``users``).
     :param tls: certificates for a TLS listener that requires a client certificate.
     :param persistence: keep sessions and queued messages across a graceful restart.
+    :param extra: more mosquitto.conf lines (``max_packet_size 2048``).
     """
 
     def __init__(
@@ -182,6 +183,7 @@ class Broker:
         acl: str | None = None,
         tls: TlsFiles | None = None,
         persistence: bool = False,
+        extra: list[str] | None = None,
     ) -> None:
         self.binary = binary
         self.folder = folder
@@ -229,6 +231,7 @@ class Broker:
             ]
         else:
             lines.append("persistence false")
+        lines += list(extra or [])
         self.conf = folder / "mosquitto.conf"
         self.conf.write_text("\n".join(lines) + "\n")
 
@@ -357,7 +360,7 @@ class Collector:
 
 def sample_result(i: int, station: str = "line1", **kwargs: Any) -> Any:
     """A plausible decided Result for part ``i`` (defect every 7th part)."""
-    from inspector.runtime.result import Result
+    from inspector.station.result import Result
 
     classes = ["ok", "crack", "blowhole"]
     defect = i % 7 == 3

@@ -20,6 +20,7 @@ def test_demo_end_to_end_at_a_tiny_scale(tmp_path):
     out = tmp_path / "demo"
     args = [sys.executable, str(ROOT / "main.py"), "demo", "--out", str(out)]
     args += ["--parts", "20", "--timesteps", "256", "--bc-samples", "256", "--eval-episodes", "10"]
+    args += ["--perception-samples", "128"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -27,6 +28,7 @@ def test_demo_end_to_end_at_a_tiny_scale(tmp_path):
     assert summary["results received by the subscriber"] == "20 of 20"
     for key in (
         "defect recall",
+        "point recall (1-px points, invisible in the overview)",
         "false-alarm rate",
         "mean glimpses per part",
         "parts/s (station loop)",
@@ -39,3 +41,6 @@ def test_demo_end_to_end_at_a_tiny_scale(tmp_path):
     again = subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "reusing the trained policy" in again.stdout
+    report = json.loads((out / "run" / "report.json").read_text())
+    assert report["kept"]["frames"]["count"] == 10  # held-out panels chose the kept model
+    assert report["operating_point"]["frames"]["source"].startswith("synthetic panels")

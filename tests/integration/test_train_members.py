@@ -101,7 +101,10 @@ def test_members_ensemble_and_student_side_by_side(members_run):
         assert (out / "members" / name / "report.json").is_file()
     ens = read_json(out / "ensemble" / "ensemble.json")
     assert ens["members"] == ["../members/m0", "../members/m1"]
-    assert (out / "ensemble" / "report.json").is_file()
+    ens_report = read_json(out / "ensemble" / "report.json")
+    op = ens_report["operating_point"]  # chosen on val (synthetic panels of another seed)
+    assert op["frames"]["count"] == 8 and ens_report["ok_bias"] == op["ok_bias"]
+    assert "another seed" in op["frames"]["source"]
     student = out / "student"
     assert (student / "model.zip").is_file() and (student / "report.json").is_file()
     cfg = read_json(student / "member.json")["config"]

@@ -51,6 +51,6 @@ def test_a_run_is_saved_with_its_configuration_and_rendered_without_paths(tmp_pa
     assert cfg["train_config"] == {"perception_samples": 8000} and cfg["members"] == 2
     assert "--members 2 --distill-timesteps 50" in data["command"]
     text = mc.report([data])
-    assert "| student | 0.500 | - |" in text and "what it shows" in text
+    assert "| student | - | 0.500 | - |" in text and "what it shows" in text
     assert "/somewhere" not in text and "--param path=FOOTAGE" in text
     assert all("path" not in r for r in data["rows"])

@@ -65,13 +65,13 @@ def test_validation_is_not_vacuous():
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, VERSION, strict=True)
     bad = yaml.safe_load(yaml.safe_dump(ds))
-    bad["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "9108"
+    bad["spec"]["template"]["spec"]["containers"][1]["ports"][0]["containerPort"] = "9443"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, VERSION, strict=True)
 
 
 def station_config_of(ds: dict, tmp_path: Path):
-    from inspector.runtime.station_config import load_station_config
+    from inspector.station.config import load_station_config
 
     cm_name = next(
         v["configMap"]["name"]
@@ -98,11 +98,17 @@ def test_station_pieces_agree(tmp_path):
     for ds in station_sets():
         cfg = station_config_of(ds, tmp_path)
         pod = ds["spec"]["template"]
-        (c,) = pod["spec"]["containers"]
-        # Prometheus finds the metrics port the station listens on, on all addresses.
-        assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(cfg.metrics_port)
-        assert {p["containerPort"] for p in c["ports"]} == {cfg.metrics_port}
-        assert cfg.metrics_host == "0.0.0.0"
+        containers = {c["name"]: c for c in pod["spec"]["containers"]}
+        c, proxy = containers["station"], containers["metrics-proxy"]
+        # The endpoint has no credentials: loopback only, served outside by the proxy,
+        # which Prometheus finds through the annotations.
+        assert cfg.metrics_host == "127.0.0.1"
+        assert f"--upstream=http://127.0.0.1:{cfg.metrics_port}/" in proxy["args"]
+        (port,) = proxy["ports"]
+        assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(port["containerPort"])
+        assert f"--secure-listen-address=0.0.0.0:{port['containerPort']}" in proxy["args"]
+        assert pod["spec"]["serviceAccountName"] == "inspector-station"
+        find("ServiceAccount", "inspector-station")
         probe = c["livenessProbe"]["exec"]["command"]
         assert probe[:2] == ["inspector", "health"]
         assert probe[probe.index("--port") + 1] == str(cfg.metrics_port)

@@ -290,4 +290,6 @@ def test_swapping_a_and_b_changes_nothing(seed):
     lo, hi, free = np.full(3, -3.0), np.full(3, 3.0), np.ones(3, bool)
     f1 = bt.fit(dx, y, lo, hi, free, 0.1, 0.1)
     f2 = bt.fit(-dx, 1.0 - y, lo, hi, free, 0.1, 0.1)
-    np.testing.assert_allclose(f1.theta, f2.theta, atol=1e-6)
+    # The same problem: the same optimum (up to where each descent stopped on a flat floor).
+    assert f1.log_likelihood == pytest.approx(f2.log_likelihood, rel=1e-6, abs=1e-6)
+    np.testing.assert_allclose(f1.theta, f2.theta, atol=1e-2)

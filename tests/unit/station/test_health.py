@@ -67,7 +67,7 @@ def test_no_endpoint_or_no_heartbeat():
 
 
 def test_station_metrics_carry_the_heartbeat():
-    from inspector.runtime.metrics import StationMetrics
+    from inspector.station.metrics import StationMetrics
 
     m = StationMetrics()
     port = free_port()
