@@ -36,6 +36,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "train",
     "calibrate",
     "export",
+    "engine",
     "run",
     "footage",
     "retrain",

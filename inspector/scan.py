@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 
 from inspector.errors import ModelError
+from inspector.imageio import to_gray
 from inspector.profile import ScanSettings
 
 #: Action names in index order. ``stop`` ends the part; its verdict comes separately.
@@ -49,15 +50,6 @@ def observation_shapes(settings: ScanSettings) -> dict[str, tuple[int, ...]]:
         "overview": (1, o, o),
         "state": (state_size(settings),),
     }
-
-
-def to_gray(image: np.ndarray) -> np.ndarray:
-    """A 2-D uint8 view or copy of ``image`` (BGR converted)."""
-    if image.ndim == 2:
-        return image
-    if image.ndim == 3 and image.shape[2] == 1:
-        return image[:, :, 0]
-    return cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
 
 
 @dataclass(frozen=True)

@@ -219,7 +219,7 @@ def cmd_review(args: argparse.Namespace) -> int:
             if not args.model:
                 raise InspectorError("--select uncertain needs --model (the current model)")
             from inspector.train.torch_policy import load_any_policy
-            from inspector.workflows.retrain import select_uncertain
+            from inspector.workflows.heldout import select_uncertain
 
             policy = load_any_policy(args.model)
             cands = [r for r in store.iter_records() if source_kind(r.label_source) != "operator"]

@@ -134,7 +134,7 @@ def read_sidecar(engine_path: str | os.PathLike[str]) -> EngineInfo:
     if found is None:
         raise ModelError(
             f"{engine}: no sidecar {candidates[0].name} with the model metadata; build the engine "
-            "with deploy/jetson/build_engine.sh or `python -m inspector.export.tensorrt build`"
+            "with deploy/jetson/build_engine.sh or `python -m inspector.commands.engine build`"
         )
     try:
         doc = json.loads(found.read_text(encoding="utf-8"))

@@ -17,7 +17,7 @@ from typing import Any
 
 from inspector.errors import ConfigError, ModelError, StationError
 from inspector.station.console.config import ConsoleSection
-from inspector.station.mqtt import MqttConfig, TlsConfig
+from inspector.station.mqtt import MqttConfig, MqttSettings
 
 #: Trigger modes: every frame is a part, or a message on ``<prefix>/trigger`` asks for one.
 TRIGGER_MODES = ("free-run", "mqtt")
@@ -141,44 +141,15 @@ class TriggerSection:
             )
 
 
-@dataclass
-class MqttSection:
-    """The broker (see docs/mqtt.md for topics and payloads).
+@dataclass(frozen=True)
+class MqttSection(MqttSettings):
+    """The broker (see docs/mqtt.md for topics and payloads): the :class:`MqttSettings`
+    fields, and whether to publish at all.
 
     :param enabled: publish results; false (or ``--no-mqtt``) keeps them in the outbox.
-    :param host: broker host name or address.
-    :param port: broker port (default 8883 with TLS, else 1883).
-    :param tls: ``ca``, ``cert``, ``key`` files and ``insecure``; omit for plain TCP.
-    :param username: user name, or none for anonymous.
-    :param password: the password (prefer ``password_env``: keep secrets out of the YAML).
-    :param password_env: the environment variable that holds the password.
-    :param client_id: MQTT client id (default ``inspector-<station_id>``).
-    :param prefix: topic prefix (default ``inspector/v1/<station_id>``).
-    :param keepalive: keep-alive interval in seconds.
-    :param protocol: ``3.1.1`` or ``5`` (5 reports ACL refusals of results).
-    :param window: results published and not yet acknowledged, at most.
-    :param reconnect_min_delay: first reconnect back-off in seconds.
-    :param reconnect_max_delay: back-off ceiling in seconds.
-    :param max_payload: the largest result published (bytes); a larger one goes to the
-        outbox's dead-letter table instead of blocking the results after it. Set it at or
-        below the broker's packet limit (MQTT 5 learns the broker's own limit).
     """
 
     enabled: bool = True
-    host: str = "127.0.0.1"
-    port: int | None = None
-    tls: TlsConfig | None = None
-    username: str | None = None
-    password: str | None = None
-    password_env: str | None = None
-    client_id: str | None = None
-    prefix: str | None = None
-    keepalive: int = 30
-    protocol: str = "3.1.1"
-    window: int = 32
-    reconnect_min_delay: float = 1.0
-    reconnect_max_delay: float = 30.0
-    max_payload: int = 128 * 1024
 
     def validate(self) -> None:
         """:raises ValueError: what :meth:`MqttConfig.check` finds (files, ports, protocol)."""
@@ -195,15 +166,16 @@ class MqttSection:
         :param station: the station id.
         :param triggers: subscribe to ``<prefix>/trigger``.
         """
-        return MqttConfig(
-            station=station, host=self.host, port=self.port, tls=self.tls,
-            username=self.username, password=self.password, password_env=self.password_env,
-            client_id=self.client_id, prefix=self.prefix, keepalive=int(self.keepalive),
-            protocol=str(self.protocol), triggers=triggers, window=int(self.window),
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(MqttSettings)}
+        shared.update(
+            keepalive=int(self.keepalive),
+            protocol=str(self.protocol),
+            window=int(self.window),
             reconnect_min_delay=float(self.reconnect_min_delay),
             reconnect_max_delay=float(self.reconnect_max_delay),
             max_payload=int(self.max_payload),
-        )  # fmt: skip
+        )
+        return MqttConfig(station=station, triggers=triggers, **shared)
 
 
 @dataclass

@@ -100,32 +100,29 @@ class TlsConfig:
 
 
 @dataclass(frozen=True)
-class MqttConfig:
-    """How the station talks to its broker.
+class MqttSettings:
+    """The broker settings, as a station's YAML (``mqtt:``) and the publisher share them.
 
-    :param station: station id; names the default prefix and client id.
     :param host: broker host name or address.
     :param port: broker port (None: 8883 with TLS, else 1883).
-    :param tls: TLS settings, or None for plain TCP.
+    :param tls: TLS settings (``ca``, ``cert``, ``key``, ``insecure``), or None for plain TCP.
     :param username: user name, or None for anonymous.
-    :param password: password given in the config (prefer ``password_env``).
+    :param password: password given in the config (prefer ``password_env``: keep secrets
+        out of the YAML).
     :param password_env: name of an environment variable holding the password.
     :param client_id: MQTT client id (default ``inspector-<station>``).
     :param prefix: topic prefix (default ``inspector/v1/<station>``).
     :param keepalive: keep-alive interval in seconds.
     :param protocol: ``3.1.1`` or ``5``. MQTT 5 also reports a result the broker refused
         (ACL) in its PUBACK; 3.1.1 cannot, so a denied result is lost silently there.
-    :param triggers: subscribe to ``<prefix>/trigger``.
     :param window: results published but not yet acknowledged, at most.
     :param reconnect_min_delay: first back-off delay in seconds.
     :param reconnect_max_delay: back-off ceiling in seconds.
-    :param trigger_queue: triggers waiting for the station, at most (more are dropped, loudly).
     :param max_payload: the largest result published (bytes); a larger one goes to the
         outbox's dead-letter table instead of blocking every later result. Brokers cap
         packets (AWS IoT at 128 KiB); with MQTT 5 the broker's own cap also counts.
     """
 
-    station: str
     host: str = "127.0.0.1"
     port: int | None = None
     tls: TlsConfig | None = None
@@ -136,12 +133,25 @@ class MqttConfig:
     prefix: str | None = None
     keepalive: int = 30
     protocol: str = "3.1.1"
-    triggers: bool = False
     window: int = 32
     reconnect_min_delay: float = 1.0
     reconnect_max_delay: float = 30.0
-    trigger_queue: int = 1000
     max_payload: int = 128 * 1024
+
+
+@dataclass(frozen=True)
+class MqttConfig(MqttSettings):
+    """How the station talks to its broker: the :class:`MqttSettings` and who is talking.
+
+    :param station: station id; names the default prefix and client id (required:
+        :meth:`check` refuses an empty one).
+    :param triggers: subscribe to ``<prefix>/trigger``.
+    :param trigger_queue: triggers waiting for the station, at most (more are dropped, loudly).
+    """
+
+    station: str = ""
+    triggers: bool = False
+    trigger_queue: int = 1000
 
     @property
     def topic_prefix(self) -> str:

@@ -32,7 +32,7 @@ import logging
 import math
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +41,12 @@ import numpy as np
 from inspector.errors import FootageError, InspectorError
 from inspector.files import atomic_path, sha256_bytes, sha256_file, write_atomic
 from inspector.footage.store import FootageStore, FrameRecord
+from inspector.workflows.heldout import STORE_DRIVER, evaluate_all
 
 log = logging.getLogger(__name__)
 
 #: Metrics compared and drawn in the report.
 COMPARED = ("accuracy", "balanced_accuracy", "defect_recall", "false_alarm_rate")
-STORE_DRIVER = "store"
 
 
 @dataclass(frozen=True)
@@ -99,99 +99,6 @@ class Gate:
         return False, [r for r in reasons if not r.endswith(": ok")]
 
 
-# -- evaluation -------------------------------------------------------------------------
-def entropy(probs: Sequence[float]) -> float:
-    """Shannon entropy (nats) of a probability vector."""
-    p = np.clip(np.asarray(probs, dtype=np.float64), 1e-12, 1.0)
-    return float(-(p * np.log(p)).sum())
-
-
-def _scanner(policy: Any):
-    from inspector.scan import Scanner
-
-    scanner = Scanner.from_metadata(policy.meta)
-    return scanner, scanner.budget
-
-
-def evaluate_all(
-    policy: Any,
-    camera: str,
-    camera_params: Mapping[str, Any],
-    *,
-    truth_ok_class: str,
-) -> dict[str, Any]:
-    """Run ``policy`` once on every frame of a finite camera and compute ``eval``'s metrics.
-
-    :param policy: any :class:`inspector.policy.base.Policy`.
-    :param camera: driver name (``store``, ``folder``).
-    :param camera_params: its parameters.
-    :param truth_ok_class: the label that means ok in the footage.
-    :returns: ``{"full": metrics or None, "binary": metrics, "frames": n}``; ``full`` is
-        None when the footage has labels the model cannot declare.
-    """
-    from inspector.camera import open_camera
-    from inspector.policy.agent import run_episode
-    from inspector.train.evaluate import metrics
-
-    scanner, budget = _scanner(policy)
-    labels, decisions = [], []
-    driver = open_camera(camera, dict(camera_params))
-    try:
-        for frame in driver:
-            if frame.truth is None:
-                continue
-            labels.append(frame.truth.label)
-            decisions.append(run_episode(policy, scanner, frame.image, budget))
-    finally:
-        driver.close()
-    if not labels:
-        raise FootageError(f"camera {camera} {dict(camera_params)} gave no labelled frames")
-    classes = tuple(policy.meta.classes)
-    model_ok = classes[0]
-    full = None
-    if set(labels) <= set(classes):
-        full = metrics(classes, model_ok, labels, decisions)
-    blabels = ["ok" if y == truth_ok_class else "defect" for y in labels]
-    bdec = [replace(d, verdict="ok" if d.verdict == model_ok else "defect") for d in decisions]
-    return {
-        "full": full,
-        "binary": metrics(("ok", "defect"), "ok", blabels, bdec),
-        "frames": len(labels),
-    }
-
-
-def select_uncertain(
-    policy: Any, store: FootageStore, records: Sequence[FrameRecord], n: int
-) -> list[tuple[FrameRecord, float, float, str]]:
-    """Active learning: the ``n`` frames the model is least sure of.
-
-    Each frame is inspected as the station would (scan, focus, declare); frames are
-    ranked by the entropy of the class probabilities at the decision, highest first
-    (ties: lower max probability first).
-
-    :param policy: the current model.
-    :param store: the store the records belong to.
-    :param records: candidate frames.
-    :param n: how many to return.
-    :returns: ``(record, entropy, max probability, verdict)`` tuples.
-    """
-    from inspector.policy.agent import run_episode
-
-    scanner, budget = _scanner(policy)
-    scored = []
-    for rec in records:
-        try:
-            img = store.load_image(rec)
-        except FootageError as exc:
-            log.warning("skipped %s: %s", rec.frame_id, exc)
-            continue
-        d = run_episode(policy, scanner, img, budget)
-        scored.append((rec, entropy(d.probabilities), float(np.max(d.probabilities)), d.verdict))
-    scored.sort(key=lambda t: (-t[1], t[2], t[0].frame_id))
-    return scored[:n]
-
-
-# -- initialisation ----------------------------------------------------------------------
 def _partial_init(
     base_path: str, profile_path: Path, params: Mapping[str, Any], cfg: Any, out: Path
 ) -> tuple[Path, list[str]]:
@@ -307,8 +214,6 @@ def retrain(
     :returns: the report (also written to ``out/retrain_report.json``).
     :raises InspectorError: no store, too few labelled frames, labels outside the profile.
     """
-    from inspector.export.onnx import export_onnx
-    from inspector.footage import registry as reg
     from inspector.profile import load_profile
     from inspector.train.config import TrainConfig
     from inspector.train.runner import train_run
@@ -325,25 +230,7 @@ def retrain(
         raise InspectorError(f"profile not found: {profile_path}")
     prof = load_profile(str(profile_path))
     lmap = dict(label_map or {})
-    with FootageStore(footage) as store:
-        train_recs = store.records(split="train", labelled_only=True)
-        held_recs = store.records(split="heldout", labelled_only=True)
-        summary = store.summary()
-        manifest_rows = store.manifest_rows(train_recs + held_recs)
-    if not train_recs:
-        raise FootageError(f"{footage}: no labelled frames in the train split")
-    if not held_recs:
-        raise FootageError(
-            f"{footage}: no labelled held-out frames to compare on (about "
-            f"{summary['heldout_threshold'] / 256:.0%} of frames are held out by hash)"
-        )
-    labels = {lmap.get(r.label, r.label) for r in train_recs + held_recs}
-    unknown = sorted(labels - set(prof.classes))
-    if unknown:
-        raise FootageError(
-            f"footage labels {', '.join(unknown)} are not classes of profile {prof.name!r} "
-            f"({', '.join(prof.classes)}); pass --profile with those classes or --label-map"
-        )
+    train_recs, held_recs, manifest_rows = _labelled_records(footage, prof, lmap)
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "footage_manifest.csv"
     manifest_sha = write_manifest(manifest_rows, manifest_path)
@@ -351,25 +238,13 @@ def retrain(
     if lmap:
         params["label_map"] = lmap
 
-    same_scan = asdict(base_profile.scan) == asdict(prof.scan)
     same_classes = tuple(base_profile.classes) == tuple(prof.classes)
     cand_dir = out / "candidate"
     if cand_dir.exists():
         shutil.rmtree(cand_dir)  # a retrain starts from the base, never from a stale candidate
-    if same_classes and same_scan:
-        init_from, teacher, fresh = str(base_path), str(base_path), []
-        init_note = "weights from the base; the base is the KL teacher"
-    elif same_scan:
-        init_dir, fresh = _partial_init(str(base_path), profile_path, params, cfg, out)
-        init_from, teacher = str(init_dir), None
-        init_note = (
-            f"class list changed ({', '.join(base_profile.classes)} -> "
-            f"{', '.join(prof.classes)}): verdict head re-initialised, CNN, move and value "
-            f"heads from the base; KL teacher: {cfg.teacher} (move component only)"
-        )
-    else:
-        init_from, teacher, fresh = None, None, ["all (scan settings differ from the base)"]
-        init_note = f"scan settings differ from the base: trained fresh; KL teacher: {cfg.teacher}"
+    init_from, teacher, fresh, init_note = _initialisation(
+        base_path, base_profile, prof, profile_path, params, cfg, out
+    )
     log.warning("retrain: %s", init_note)
     result = train_run(
         str(profile_path),
@@ -423,32 +298,113 @@ def retrain(
         "registry_version": None,
     }
     if passed:
-        onnx = export_onnx(result.model_path, out / "candidate.onnx")
-        report["onnx"] = str(onnx)
-        if registry is not None:
-            doc = reg.register(
-                registry,
-                onnx,
-                metrics=cand_m,
-                profile_sha256=prof.sha256,
-                footage_manifest=manifest_path,
-                base=str(base_path),
-                base_metrics=base_m,
-                notes="; ".join(reasons),
-                extra={
-                    "comparison_view": view,
-                    "classes": list(prof.classes),
-                    "profile_name": prof.name,
-                    "source_model_sha256": report["candidate_model_sha256"],
-                },
-            )
-            report["registry_version"] = doc["version"]
-            report["registry_path"] = doc["path"]
-        report["promoted"] = True
+        _promote(report, result.model_path, out, registry, prof, base_m, cand_m)
     title = "held-out frames, " + ("per-class" if view == "full" else "ok vs defect") + " view"
     plot_comparison(base_m, cand_m, title, out / "retrain_report.png")
     write_atomic(out / "retrain_report.json", json.dumps(report, indent=2, default=_json_default))
     return report
+
+
+def _labelled_records(
+    footage: Path, prof: Any, lmap: Mapping[str, str]
+) -> tuple[list[FrameRecord], list[FrameRecord], list[Any]]:
+    """The store's labelled train and held-out frames and their manifest rows.
+
+    :raises FootageError: a split is empty, or a label is not a class of ``prof``.
+    """
+    with FootageStore(footage) as store:
+        train_recs = store.records(split="train", labelled_only=True)
+        held_recs = store.records(split="heldout", labelled_only=True)
+        summary = store.summary()
+        manifest_rows = store.manifest_rows(train_recs + held_recs)
+    if not train_recs:
+        raise FootageError(f"{footage}: no labelled frames in the train split")
+    if not held_recs:
+        raise FootageError(
+            f"{footage}: no labelled held-out frames to compare on (about "
+            f"{summary['heldout_threshold'] / 256:.0%} of frames are held out by hash)"
+        )
+    labels = {lmap.get(r.label, r.label) for r in train_recs + held_recs}
+    unknown = sorted(labels - set(prof.classes))
+    if unknown:
+        raise FootageError(
+            f"footage labels {', '.join(unknown)} are not classes of profile {prof.name!r} "
+            f"({', '.join(prof.classes)}); pass --profile with those classes or --label-map"
+        )
+    return train_recs, held_recs, manifest_rows
+
+
+def _initialisation(
+    base_path: Path,
+    base_profile: Any,
+    prof: Any,
+    profile_path: Path,
+    params: dict[str, Any],
+    cfg: Any,
+    out: Path,
+) -> tuple[str | None, str | None, list[str], str]:
+    """Where the candidate starts: (init_from, KL teacher, re-initialised parts, note).
+
+    The base's weights and the base as teacher when classes and scan agree; the base's
+    CNN, move and value heads with a fresh verdict head when only the classes changed;
+    nothing from the base when the scan differs.
+    """
+    same_scan = asdict(base_profile.scan) == asdict(prof.scan)
+    same_classes = tuple(base_profile.classes) == tuple(prof.classes)
+    if same_classes and same_scan:
+        return (
+            str(base_path),
+            str(base_path),
+            [],
+            "weights from the base; the base is the KL teacher",
+        )
+    if same_scan:
+        init_dir, fresh = _partial_init(str(base_path), profile_path, params, cfg, out)
+        note = (
+            f"class list changed ({', '.join(base_profile.classes)} -> "
+            f"{', '.join(prof.classes)}): verdict head re-initialised, CNN, move and value "
+            f"heads from the base; KL teacher: {cfg.teacher} (move component only)"
+        )
+        return str(init_dir), None, fresh, note
+    note = f"scan settings differ from the base: trained fresh; KL teacher: {cfg.teacher}"
+    return None, None, ["all (scan settings differ from the base)"], note
+
+
+def _promote(
+    report: dict[str, Any],
+    model_path: Path,
+    out: Path,
+    registry: str | Path | None,
+    prof: Any,
+    base_m: Any,
+    cand_m: Any,
+) -> None:
+    """Export the candidate that passed the gate and register it; fills ``report``."""
+    from inspector.export.onnx import export_onnx
+    from inspector.footage import registry as reg
+
+    onnx = export_onnx(model_path, out / "candidate.onnx")
+    report["onnx"] = str(onnx)
+    if registry is not None:
+        doc = reg.register(
+            registry,
+            onnx,
+            metrics=cand_m,
+            profile_sha256=prof.sha256,
+            footage_manifest=Path(report["footage_manifest"]),
+            base=report["base"],
+            base_metrics=base_m,
+            notes="; ".join(report["gate"]["reasons"]),
+            extra={
+                "comparison_view": report["comparison_view"],
+                "classes": list(prof.classes),
+                "profile_name": prof.name,
+                "source_model_sha256": report["candidate_model_sha256"],
+            },
+        )
+        report["registry_version"] = doc["version"]
+        report["registry_path"] = doc["path"]
+    report["promoted"] = True
 
 
 def _json_default(o: Any) -> Any:

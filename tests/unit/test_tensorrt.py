@@ -401,7 +401,7 @@ def test_calibration_dir_reads_npz_files(tmp_path: Path) -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "inspector.export.tensorrt", *args],
+        [sys.executable, "-m", "inspector.commands.engine", *args],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -261,8 +261,8 @@ def write_report(s: dict, sections, out: Path, args, argv) -> int:
     command = reproduce(argv if argv is not None else sys.argv[1:])
     title = "Does the learned search earn its keep? (issue #27)"
     if write:
-        harness.write_section("search_controls", title, body, command, doc=args.doc,
-                              keep_measured=args.report_only)  # fmt: skip
+        # Runs accumulate over sessions: "Measured" is when this report was put together.
+        harness.write_section("search_controls", title, body, command, doc=args.doc)
     else:  # kept beside the runs instead
         (out / "report.md").write_text(body)
     print(body)

@@ -424,7 +424,15 @@ def claim_notes(records: dict[str, dict], target: float) -> list[str]:
         f"The design notes' claims beside this measurement {n}, redistribution + process"
         " terms (`exp`) against outcome rewards alone (`outcome`), both on the supervised stack:",
         f"- claim: {CLAIMS[0]}; measured: {steps:.2f}x (steps to {target:.0%}; a run that"
-        " never reaches it counts as its budget).",
+        " never reaches it counts as its budget"
+        + (
+            "; every run of both reached it at its first evaluation, right after the shared"
+            " pretraining, so on this stack the steps cannot tell the rewards apart"
+            if all(hit(r) == r["curve"][0]["steps"] for r in base + full)
+            else ""
+        )
+        + "). Against sparse PPO without the supervised part, see the learning-efficiency"
+        " section.",
         f"- claim: {CLAIMS[1]}; measured: {glim:.2f}x (outcome-only glimpses / exp glimpses;"
         " above 1 means exp looks at fewer).",
         f"- claim: {CLAIMS[2]}; measured: "
