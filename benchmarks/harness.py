@@ -196,11 +196,11 @@ def save_result(
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as indented JSON to ``path`` through a temporary file."""
+    """Write ``data`` as indented JSON to ``path`` (atomically: the product's one write)."""
+    from inspector.files import write_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(data, indent=1))
 
 
 def read_result(path: Path) -> Saved:
@@ -291,9 +291,9 @@ def write_section(
         text = pattern.sub(lambda _m: block, text)
     else:
         text = text.rstrip() + "\n\n" + block
-    tmp = doc.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(doc)
+    from inspector.files import write_atomic
+
+    write_atomic(doc, text)
     return doc
 
 

@@ -16,19 +16,15 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from inspector import CameraDriver, CameraError, Frame, MissingDependencyError, hookimpl
+from inspector import (
+    CameraDriver,
+    CameraError,
+    Frame,
+    hookimpl,
+    import_cv2,
+)
 
 log = logging.getLogger(__name__)
-
-
-def _cv2():
-    try:
-        import cv2
-    except ImportError:  # pragma: no cover - opencv is a hard dependency
-        raise MissingDependencyError(
-            "opencv-python-headless", "the opencv camera", "pip install opencv-python-headless"
-        ) from None
-    return cv2
 
 
 def parse_source(source: str) -> tuple[int | str, str]:
@@ -120,7 +116,7 @@ class LiveCamera(CameraDriver):
 
     def _open(self) -> Any:
         """Open the source; the capture, or None when it does not open."""
-        cv2 = _cv2()
+        cv2 = import_cv2("the opencv camera")
         try:
             if self.kind == "gstreamer":
                 cap = cv2.VideoCapture(self.target, cv2.CAP_GSTREAMER)
@@ -192,7 +188,7 @@ class LiveCamera(CameraDriver):
 
     def frames(self) -> Iterator[Frame]:
         """Frames as they come; reconnects on a drop; paced to ``fps`` when set."""
-        cv2 = _cv2()
+        cv2 = import_cv2("the opencv camera")
         interval = 1.0 / self.fps if self.fps else 0.0
         next_due = time.monotonic()
         while True:

@@ -12,19 +12,15 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from inspector import CameraDriver, CameraError, Frame, MissingDependencyError, hookimpl
+from inspector import (
+    CameraDriver,
+    CameraError,
+    Frame,
+    hookimpl,
+    import_cv2,
+)
 
 log = logging.getLogger(__name__)
-
-
-def _cv2():
-    try:
-        import cv2
-    except ImportError:  # pragma: no cover - opencv is a hard dependency
-        raise MissingDependencyError(
-            "opencv-python-headless", "the video camera", "pip install opencv-python-headless"
-        ) from None
-    return cv2
 
 
 class VideoCamera(CameraDriver):
@@ -40,7 +36,7 @@ class VideoCamera(CameraDriver):
         self, path: str, loop: bool = False, every: int = 1, grayscale: bool = True
     ) -> None:
         super().__init__()
-        cv2 = _cv2()
+        cv2 = import_cv2("the video camera")
         self.path = Path(path).expanduser()
         if not self.path.is_file():
             what = "is not a file" if self.path.exists() else "does not exist"
@@ -62,7 +58,7 @@ class VideoCamera(CameraDriver):
         return f"video {self.path} ({self.frame_count} frames at {self.fps:g} fps)"
 
     def _rewind(self) -> bool:
-        cv2 = _cv2()
+        cv2 = import_cv2("the video camera")
         # Seeking is unreliable for some containers; reopening always starts at frame 0.
         self._cap.release()
         self._cap = cv2.VideoCapture(str(self.path))
@@ -70,7 +66,7 @@ class VideoCamera(CameraDriver):
 
     def frames(self) -> Iterator[Frame]:
         """Frames in file order (every ``every``-th), again from the start when ``loop``."""
-        cv2 = _cv2()
+        cv2 = import_cv2("the video camera")
         n = 0  # frame index within the file
         yielded_this_pass = False
         while True:

@@ -20,9 +20,10 @@ from inspector.errors import (
 )
 from inspector.frames import Box, Frame, Truth
 from inspector.hookspecs import hookimpl
-from inspector.terms import OUTCOME, PROCESS, EpisodeContext, RewardTerm, StepContext
+from inspector.imageio import import_cv2
+from inspector.terms import OUTCOME, PROCESS, EpisodeContext, RewardTerm, StepContext, level_ok
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "OUTCOME",
@@ -47,6 +48,8 @@ __all__ = [
     "Truth",
     "__version__",
     "hookimpl",
+    "import_cv2",
+    "level_ok",
 ]
 
 

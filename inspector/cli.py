@@ -36,11 +36,13 @@ COMMAND_MODULES: tuple[str, ...] = (
     "train",
     "calibrate",
     "export",
+    "engine",
     "run",
     "footage",
     "retrain",
     "models",
     "demo",
+    "health",
 )
 
 

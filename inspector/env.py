@@ -25,6 +25,8 @@ from inspector.camera import CameraDriver, open_camera
 from inspector.errors import CameraError, InspectorError
 from inspector.frames import Frame
 from inspector.profile import Profile, load_profile
+from inspector.rrm.step import INFO_KEY as STEP_KEY
+from inspector.rrm.step import StepRecord
 from inspector.scan import ACTIONS, STOP, Scanner, observation_shapes
 from inspector.terms import OUTCOME, EpisodeContext, StepContext
 
@@ -96,7 +98,7 @@ class InspectionEnv(gym.Env):
     :param teacher: also report the scripted teacher's action and verdict for the next
         observation (``info["teacher"]``/``["teacher_verdict"]`` at reset,
         ``info["teacher_next"]``/``["teacher_verdict_next"]`` per step). True uses a
-        default :class:`inspector.train.teacher.ScriptedTeacher`; pass one to configure it.
+        default :class:`inspector.teacher.ScriptedTeacher`; pass one to configure it.
     :param render_mode: ``rgb_array`` draws the frame with the viewport.
     """
 
@@ -237,7 +239,7 @@ class InspectionEnv(gym.Env):
             "phi": self._phi,
         }
         if self.teacher:
-            from inspector.train.teacher import ScriptedTeacher
+            from inspector.teacher import ScriptedTeacher
 
             if self._teacher is None:
                 self._teacher = ScriptedTeacher()
@@ -270,7 +272,8 @@ class InspectionEnv(gym.Env):
         phi_prev = self._phi
         phi = 0.0 if terminated else self._potential(ctx)
         self._phi = phi
-        reward = self.outcome_weight * outcome + self.process_weight * process
+        w_outcome, w_process = self.outcome_weight * outcome, self.process_weight * process
+        reward = w_outcome + w_process
         self._done = terminated or truncated
         info: dict[str, Any] = {
             "reward": float(reward),
@@ -282,9 +285,21 @@ class InspectionEnv(gym.Env):
             "phi": phi,
             "native": self.scanner.native,
         }
+        teacher_next = teacher_verdict_next = -1
         if self.teacher and not self._done:
-            info["teacher_next"] = self.teacher_action()
-            info["teacher_verdict_next"] = self.teacher_verdict()
+            teacher_next, teacher_verdict_next = self.teacher_action(), self.teacher_verdict()
+            info["teacher_next"] = teacher_next
+            info["teacher_verdict_next"] = teacher_verdict_next
+        info[STEP_KEY] = StepRecord(
+            reward=float(reward),
+            outcome=float(w_outcome),
+            process=float(w_process),
+            phi_prev=float(phi_prev),
+            phi=float(phi),
+            label=int(self._label_idx),
+            teacher_next=int(teacher_next),
+            teacher_verdict_next=int(teacher_verdict_next),
+        )
         if self._done:
             info["verdict"] = v if terminated else -1
             info["correct"] = bool(terminated and v == self._label_idx)

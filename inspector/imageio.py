@@ -29,8 +29,11 @@ import os
 import stat
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from inspector.errors import MissingDependencyError
 
 #: File suffixes (lower case) that the footage readers treat as images.
 IMAGE_SUFFIXES: frozenset[str] = frozenset(
@@ -486,3 +489,34 @@ def _walk(chunk: bytes, plan: list, mcus: int) -> bool:
             if pos > limit:
                 return False
     return pos <= limit
+
+
+def import_cv2(feature: str) -> Any:
+    """Import OpenCV, or raise :class:`MissingDependencyError` saying how to install it.
+
+    Drivers call it inside the functions that need OpenCV, so importing a driver
+    module stays cheap.
+
+    :param feature: what needs it, for the message (``"the video camera"``).
+    """
+    try:
+        import cv2
+    except ImportError:  # pragma: no cover - opencv is a hard dependency
+        raise MissingDependencyError(
+            "opencv-python-headless", feature, "pip install opencv-python-headless"
+        ) from None
+    return cv2
+
+
+def to_gray(image: np.ndarray, *, contiguous: bool = False) -> np.ndarray:
+    """A 2-D gray version of ``image`` (BGR converted; gray and one-channel kept).
+
+    :param contiguous: return a C-contiguous ``uint8`` array (what the footage store
+        encodes); by default a view where one suffices (what the scan reads).
+    """
+    if image.ndim == 3 and image.shape[2] != 1:
+        cv2 = import_cv2("colour conversion")
+        gray = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    else:
+        gray = image if image.ndim == 2 else image[:, :, 0]
+    return np.ascontiguousarray(gray, dtype=np.uint8) if contiguous else gray

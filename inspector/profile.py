@@ -1,6 +1,6 @@
 """Reward profiles: YAML -> frozen dataclasses, with all validation in one place.
 
-The format is described once, in :mod:`inspector.profile_format`, as specs that both
+The format is described once, in :mod:`inspector.yamlio.profile_spec`, as specs that both
 check a profile and write its JSON Schema (``profile_schema()``), so the two agree.
 This module holds the dataclasses the environment and the RRM core use, the loader
 (:func:`load_profile`, :func:`load_profile_text`), the rules a schema cannot state
@@ -24,7 +24,7 @@ import numpy as np
 
 from inspector.errors import ProfileError
 from inspector.terms import OUTCOME, RewardTerm
-from inspector.yamlloc import Checker, YNode, describe, join_path, parse_yaml
+from inspector.yamlio.located import Checker, YNode, describe, join_path, parse_yaml
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,7 @@ class Profile:
     :param description: free text from the profile.
     :param path: the file it came from ("" for in-memory profiles).
     :param sha256: sha256 of the file's bytes.
+    :param provenance: where fitted values came from (``profile fit``); empty otherwise.
     :param warnings: what :func:`check_profile` reports for it.
     """
 
@@ -165,6 +166,7 @@ class Profile:
     description: str = ""
     path: str = ""
     sha256: str = ""
+    provenance: Mapping[str, Any] = field(default_factory=dict, compare=False)
     #: Legal but suspicious settings found when loading (also issued as ProfileWarning).
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
@@ -254,7 +256,7 @@ def profile_schema(plugins: Any = None) -> dict[str, Any]:
 
     :param plugins: see :func:`load_profile`.
     """
-    from inspector.profile_format import schema_document
+    from inspector.yamlio.profile_spec import schema_document
 
     return schema_document(_spec_for(_registry(plugins)))
 
@@ -283,7 +285,7 @@ def _spec_for(registry: Any) -> Any:
     """The format spec for ``registry``, built once per registry (a few ms each)."""
     import weakref
 
-    from inspector.profile_format import profile_spec
+    from inspector.yamlio.profile_spec import profile_spec
 
     hit = _SPECS.get(id(registry))
     if hit is not None and hit[0]() is registry:
@@ -296,7 +298,7 @@ def _spec_for(registry: Any) -> Any:
 
 
 def _load(data: str | bytes, file: str, *, plugins: Any, warn: bool) -> Profile:
-    from inspector.profile_format import term_info
+    from inspector.yamlio.profile_spec import term_info
 
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     sha = hashlib.sha256(raw).hexdigest()
@@ -419,6 +421,7 @@ def _build(root: YNode, doc: dict[str, Any], file: str, sha: str, infos: dict[st
             ),
         ),
         description=doc.get("description", ""),
+        provenance=dict(doc.get("provenance", {})),
         path=file,
         sha256=sha,
     )

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 
-def _plt():
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (imported on first use)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,14 +30,14 @@ def draw_path(ax: Any, image: np.ndarray, path: list, levels: int, glimpse: int)
         ch = h * (min(glimpse, h) / h) ** t
         x0, y0 = p.x * w - cw / 2, p.y * h - ch / 2
         color = (1.0, 0.2 + 0.8 * k / n, 0.0)
-        ax.add_patch(_plt().Rectangle((x0, y0), cw, ch, fill=False, color=color, lw=1))
+        ax.add_patch(pyplot().Rectangle((x0, y0), cw, ch, fill=False, color=color, lw=1))
     ax.set_xticks([])
     ax.set_yticks([])
 
 
 def plot_eval(result: Mapping[str, Any], kept: list, out: Path) -> None:
     """Confusion matrix plus up to 6 parts with their glimpse paths and verdicts."""
-    plt = _plt()
+    plt = pyplot()
     classes = result["classes"]
     conf = np.asarray(result["confusion"])
     n_ex = min(6, len(kept))

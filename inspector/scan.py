@@ -18,15 +18,20 @@ geometric. This module has no gymnasium dependency: the station calls it directl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
 
+from inspector.errors import ModelError
+from inspector.imageio import to_gray
 from inspector.profile import ScanSettings
 
 #: Action names in index order. ``stop`` ends the part; its verdict comes separately.
 ACTIONS: tuple[str, ...] = ("up", "down", "left", "right", "zoom_in", "zoom_out", "stop")
 STOP = ACTIONS.index("stop")
+#: The step budget of a model whose metadata names none.
+DEFAULT_BUDGET = 12
 _MOVES = {0: (0, -1), 1: (0, 1), 2: (-1, 0), 3: (1, 0)}
 #: Side of the coarse "seen at native resolution" grid in the state vector.
 SEEN_GRID = 4
@@ -45,15 +50,6 @@ def observation_shapes(settings: ScanSettings) -> dict[str, tuple[int, ...]]:
         "overview": (1, o, o),
         "state": (state_size(settings),),
     }
-
-
-def to_gray(image: np.ndarray) -> np.ndarray:
-    """A 2-D uint8 view or copy of ``image`` (BGR converted)."""
-    if image.ndim == 2:
-        return image
-    if image.ndim == 3 and image.shape[2] == 1:
-        return image[:, :, 0]
-    return cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
 
 
 @dataclass(frozen=True)
@@ -91,6 +87,24 @@ class Scanner:
         self.cy = 0.5
         self.rect = (0, 0, 1, 1)
         self.native_pixels = 0
+
+    @classmethod
+    def from_metadata(cls, meta: Any, budget: int | None = None) -> Scanner:
+        """The scanner a model was trained with, rebuilt from its metadata.
+
+        The one way to do it (station, export, retraining, evaluation), so that every
+        place sees the pixels training saw.
+
+        :param meta: a :class:`inspector.policy.base.ModelMeta` (anything with ``scan``,
+            a mapping of :class:`ScanSettings` fields, and ``step_budget``).
+        :param budget: the step budget; by default the model's, else ``DEFAULT_BUDGET``.
+        :raises ModelError: the metadata's scan settings are not ScanSettings' fields.
+        """
+        try:
+            settings = ScanSettings(**dict(meta.scan))
+        except TypeError as exc:
+            raise ModelError(f"unusable scan settings: {exc}") from None
+        return cls(settings, budget or meta.step_budget or DEFAULT_BUDGET)
 
     # -- geometry ---------------------------------------------------------------
     def crop_size(self, level: int) -> tuple[int, int]:

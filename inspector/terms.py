@@ -138,3 +138,20 @@ class RewardTerm:
         Process terms return 0.
         """
         return 0.0
+
+
+def level_ok(ctx: StepContext, min_level: int) -> bool:
+    """Whether the glimpse of ``ctx`` is zoomed in at least to ``min_level``.
+
+    ``min_level = -1`` means the deepest (native) level; ``-k`` means the k-th deepest,
+    which needs ``ctx.extra['levels']`` (the number of zoom levels) and falls back to
+    "native only" without it.
+    """
+    if min_level >= 0:
+        return ctx.level >= min_level
+    if min_level == -1:
+        return bool(ctx.native)
+    levels = ctx.extra.get("levels")
+    if not levels:
+        return bool(ctx.native)
+    return ctx.level >= int(levels) + min_level

@@ -12,17 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from inspector import PROCESS, EpisodeContext, RewardTerm, StepContext, hookimpl
-
-
-def _level_ok(ctx: StepContext, min_level: int) -> bool:
-    # Same rule as plugins.process.level_ok; plugins do not import each other.
-    if min_level >= 0:
-        return ctx.level >= min_level
-    levels = ctx.extra.get("levels")
-    if min_level == -1 or not levels:
-        return bool(ctx.native)
-    return ctx.level >= int(levels) + min_level
+from inspector import PROCESS, EpisodeContext, RewardTerm, StepContext, hookimpl, level_ok
 
 
 class _Components:
@@ -133,7 +123,7 @@ class FocusDefect(RewardTerm):
         return hit & (inside > 0)
 
     def __call__(self, ctx: StepContext) -> float:
-        if self._cc.n == 0 or not _level_ok(ctx, self.min_level):
+        if self._cc.n == 0 or not level_ok(ctx, self.min_level):
             return 0.0
         new = self.focused(ctx.rect) & ~self._paid
         count = int(np.count_nonzero(new))

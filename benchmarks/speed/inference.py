@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.harness import ROOT, load_average, parser, table, write_section
-from inspector.runtime.policy import INPUT_NAMES, Policy
+from inspector.policy.base import INPUT_NAMES, Policy
 from inspector.train.config import TrainConfig
 
 PROFILE = str(ROOT / "reward_profiles" / "lcd_panel.yaml")
@@ -103,8 +103,8 @@ def part_latency(
 
     :param max_s: stop early after this many seconds (at least 20 parts are timed).
     """
+    from inspector.policy.agent import run_episode
     from inspector.profile import ScanSettings
-    from inspector.runtime.agent import run_episode
     from inspector.scan import Scanner
 
     scanner = Scanner(ScanSettings(**dict(policy.meta.scan)), budget)
@@ -182,7 +182,7 @@ def jittered_copy(run: Path, dest: Path, seed: int) -> Path:
 
     import torch
 
-    from inspector.runtime.torch_backend import load_trained
+    from inspector.train.torch_policy import load_trained
 
     shutil.copytree(run, dest)
     model, _, _ = load_trained(dest)
@@ -225,8 +225,8 @@ def measure(
 
     from camera_drivers.synthetic import SyntheticCamera
     from inspector.export.onnx import compare, export_onnx, quantize_int8, record_observations
-    from inspector.runtime.onnx_backend import OrtPolicy
-    from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
+    from inspector.policy.onnx_backend import OrtPolicy
+    from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     default_torch = torch.get_num_threads()
     # Training and recording are not timed: one thread keeps them quick on a busy machine.

@@ -1,6 +1,6 @@
 """Station throughput and part latency, end to end, with and without MQTT + outbox.
 
-Runs one :class:`inspector.runtime.station.Station` per configuration in this
+Runs one :class:`inspector.station.loop.Station` per configuration in this
 process on the synthetic 512x512 camera with an exported ONNX policy and footage
 recording on, and times every ``Station.step()`` (frame grabbed -> agent -> Result
 -> footage -> committed/published):
@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness import ROOT, parser, table, write_section
-from inspector.runtime.mqtt import LinkStatus
-from inspector.runtime.station import Station
-from inspector.runtime.station_config import StationConfig, apply_overrides, load_station_config
+from inspector.station.config import StationConfig, apply_overrides, load_station_config
+from inspector.station.loop import Station
+from inspector.station.mqtt import LinkStatus
 
 TRAIN_CONFIG = (
     "n_envs: 1\nn_steps: 128\nbatch_size: 64\nn_epochs: 1\nfinal_eval_episodes: 0\nteacher: none\n"  # noqa: E501

@@ -115,7 +115,7 @@ if [[ "$builder" == "python" || -n "$calib" ]]; then
   esac
   [[ -z "$calib" ]] || py_args+=(--calib "$calib")
   [[ -z "$calib_cache" ]] || py_args+=(--calib-cache "$calib_cache")
-  run "$python" -m inspector.export.tensorrt build "${py_args[@]}" "${batch_args[@]}"
+  run "$python" -m inspector.commands.engine build "${py_args[@]}" "${batch_args[@]}"
   exit 0
 fi
 
@@ -125,7 +125,7 @@ if [[ -n "$min_shapes" && -n "$opt_shapes" && -n "$max_shapes" ]]; then
 elif [[ -n "$min_shapes$opt_shapes$max_shapes" ]]; then
   die "give all of --min-shapes, --opt-shapes and --max-shapes, or none"
 else
-  shapes="$("$python" -m inspector.export.tensorrt shapes --onnx "$onnx" "${batch_args[@]}")" ||
+  shapes="$("$python" -m inspector.commands.engine shapes --onnx "$onnx" "${batch_args[@]}")" ||
     die "could not read the input shapes from $onnx (is inspector installed for $python?)"
   read -r -a shape_args <<<"$shapes"
 fi
@@ -157,5 +157,5 @@ esac
 
 run mkdir -p -- "$(dirname -- "$out")"
 run "$trtexec" "${trt_args[@]}"
-run "$python" -m inspector.export.tensorrt sidecar --onnx "$onnx" --engine "$out" \
+run "$python" -m inspector.commands.engine sidecar --onnx "$onnx" --engine "$out" \
   --precision "$precision" "${batch_args[@]}"

@@ -63,9 +63,9 @@ run mkdir -p -- "$workdir"
 if [[ -n "$onnx" ]]; then
   for precision in fp32 fp16; do
     engine="$workdir/check.$precision.engine"
-    run "$python" -m inspector.export.tensorrt build --onnx "$onnx" --out "$engine" \
+    run "$python" -m inspector.commands.engine build --onnx "$onnx" --out "$engine" \
       "--$precision" --max-batch 8
-    run "$python" -m inspector.export.tensorrt parity --onnx "$onnx" --engine "$engine" --n 1024
+    run "$python" -m inspector.commands.engine parity --onnx "$onnx" --engine "$engine" --n 1024
   done
 fi
 

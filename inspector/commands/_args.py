@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from inspector.errors import InspectorError
+
 
 def _int(text: str, least: int, what: str) -> int:
     try:
@@ -23,6 +25,19 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """``type=`` for counts where 0 means none (cloning samples ...)."""
     return _int(text, 0, "a non-negative integer")
+
+
+def label_map(text: str | None) -> dict[str, str]:
+    """``--label-map old:new[,old:new...]`` as a dict (empty when not given)."""
+    if not text:
+        return {}
+    out = {}
+    for part in text.split(","):
+        k, sep, v = part.partition(":")
+        if not sep or not k.strip() or not v.strip():
+            raise InspectorError(f"--label-map expects old:new[,old:new...], got {text!r}")
+        out[k.strip()] = v.strip()
+    return out
 
 
 def fraction(text: str) -> float:

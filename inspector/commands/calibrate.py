@@ -80,10 +80,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     else:
         objective, target = "balanced", None
 
-    from inspector.runtime.backends import load_policy
     from inspector.train.calibration import choose_operating_point, store_in_run
+    from inspector.train.torch_policy import load_any_policy
 
-    policy = load_policy(path, allow_torch=True)
+    policy = load_any_policy(path)
     cal = choose_operating_point(policy, args.camera, params, args.episodes, objective, target)
     bias = cal.ok_bias
     print(
@@ -99,32 +99,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
         print("calibrate: --dry-run, nothing stored")
         return 0
     if suffix == ".onnx":
-        _write_onnx_bias(path, bias)
+        from inspector.export.onnx import write_ok_bias
+
+        write_ok_bias(path, bias)
         print(f"calibrate: ok bias {bias:+.2f} written into {path}'s metadata")
         return 0
     out = store_in_run(path if path.is_dir() else path.parent, cal)
     print(f"calibrate: wrote {out} (export carries it into the ONNX metadata)")
     return 0
-
-
-def _write_onnx_bias(path: Path, bias: float) -> None:
-    """Set ``inspector.ok_bias`` in an ONNX file's metadata (written atomically)."""
-    import json
-
-    from inspector.export.onnx import _onnx
-    from inspector.runtime.policy import META_PREFIX
-
-    onnx = _onnx()
-    m = onnx.load(str(path))
-    key = META_PREFIX + "ok_bias"
-    props = [(p.key, p.value) for p in m.metadata_props if p.key != key]
-    del m.metadata_props[:]
-    for k, v in [*props, (key, json.dumps(float(bias)))]:
-        entry = m.metadata_props.add()
-        entry.key, entry.value = k, v
-    tmp = path.with_suffix(".calibrate.tmp")
-    onnx.save(m, str(tmp))
-    tmp.replace(path)
 
 
 def _f(v: float) -> str:

@@ -37,8 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from inspector.demo import DemoOptions, run_demo
     from inspector.errors import InspectorError
+    from inspector.workflows.demo import DemoOptions, run_demo
 
     for name in ("parts", "timesteps", "eval_episodes"):
         if getattr(args, name) < 1:

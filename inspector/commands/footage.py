@@ -18,23 +18,11 @@ import json
 import re
 from pathlib import Path
 
-from inspector.commands._args import positive_int
+from inspector.commands._args import label_map, positive_int
 from inspector.errors import FootageError, InspectorError
 
 #: What a label may look like (the profile's class-name rule, plus upper case).
 LABEL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
-
-
-def _label_map(text: str | None) -> dict[str, str]:
-    if not text:
-        return {}
-    out = {}
-    for part in text.split(","):
-        k, sep, v = part.partition(":")
-        if not sep or not k.strip() or not v.strip():
-            raise InspectorError(f"--label-map expects old:new[,old:new...], got {text!r}")
-        out[k.strip()] = v.strip()
-    return out
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -204,7 +192,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             manifest=args.manifest,
             split=args.split,
             images_root=args.images,
-            label_map=_label_map(args.label_map),
+            label_map=label_map(args.label_map),
             progress=not args.no_progress,
             max_pixels=args.max_pixels,
         )
@@ -230,10 +218,10 @@ def cmd_review(args: argparse.Namespace) -> int:
         if args.select == "uncertain":
             if not args.model:
                 raise InspectorError("--select uncertain needs --model (the current model)")
-            from inspector.footage.retrain import select_uncertain
-            from inspector.runtime.backends import load_policy
+            from inspector.train.torch_policy import load_any_policy
+            from inspector.workflows.heldout import select_uncertain
 
-            policy = load_policy(args.model, allow_torch=True)
+            policy = load_any_policy(args.model)
             cands = [r for r in store.iter_records() if source_kind(r.label_source) != "operator"]
             picked = [
                 (rec, f"uncertain: entropy {h:.3f}, max p {p:.2f}, says {v}")
@@ -306,9 +294,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     scan, classes = None, []
     if args.model:
-        from inspector.runtime.backends import load_policy
+        from inspector.train.torch_policy import load_any_policy
 
-        policy = load_policy(args.model, allow_torch=True)
+        policy = load_any_policy(args.model)
         scan, classes = dict(policy.meta.scan), list(policy.meta.classes)
         policy.close()
     with FootageStore(args.store) as store:

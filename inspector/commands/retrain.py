@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from inspector.commands._args import positive_int
+from inspector.commands._args import label_map, positive_int
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -60,10 +60,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run_retrain(args: argparse.Namespace) -> int:
     """Run ``retrain``; exit 0 when promoted, 1 when the gate refused."""
-    from inspector.commands.footage import _label_map
     from inspector.errors import InspectorError
-    from inspector.footage.retrain import Gate, retrain
     from inspector.train.config import TrainConfig
+    from inspector.workflows.retrain import Gate, retrain
 
     if args.timesteps < 1:
         raise InspectorError(f"--timesteps must be positive, got {args.timesteps}")
@@ -79,7 +78,7 @@ def run_retrain(args: argparse.Namespace) -> int:
         cfg=cfg,
         registry=args.registry,
         gate=Gate(args.min_recall_delta, args.max_false_alarm_delta),
-        label_map=_label_map(args.label_map),
+        label_map=label_map(args.label_map),
         progress=not args.no_progress,
     )
     view = report["comparison_view"]

@@ -36,8 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_run(args: argparse.Namespace) -> int:
     from inspector.camera import parse_params
-    from inspector.runtime.station import run_station
-    from inspector.runtime.station_config import apply_overrides, load_station_config
+    from inspector.station.config import apply_overrides, load_station_config
+    from inspector.station.loop import run_station
 
     cfg = load_station_config(args.config)
     cfg = apply_overrides(

@@ -183,8 +183,8 @@ def _f(v: float | None) -> str:
 def run_eval(args: argparse.Namespace) -> int:
     from inspector.camera import parse_params
     from inspector.errors import InspectorError
-    from inspector.runtime.backends import load_policy
     from inspector.train.evaluate import evaluate, write_report
+    from inspector.train.torch_policy import load_any_policy
 
     if args.episodes < 1:
         raise InspectorError(f"--episodes must be positive, got {args.episodes}")
@@ -193,7 +193,7 @@ def run_eval(args: argparse.Namespace) -> int:
     if is_ensemble_dir(args.model):  # train --members' ensemble: its members in torch
         policy = ensemble_policy(args.model)
     else:
-        policy = load_policy(args.model, allow_torch=True)
+        policy = load_any_policy(args.model)
     result, kept = evaluate(policy, args.camera, parse_params(args.param), args.episodes, keep=6)
     result["model"] = str(args.model)
     result["backend"] = policy.backend

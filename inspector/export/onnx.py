@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import ExportError, MissingDependencyError
-from inspector.runtime.policy import INPUT_NAMES, OUTPUT_NAMES
+from inspector.files import atomic_path
+from inspector.policy.base import INPUT_NAMES, META_PREFIX, OUTPUT_NAMES
 
 log = logging.getLogger(__name__)
 OPSET = 17
@@ -30,12 +31,12 @@ def torch_reference(model_path: str | Path, ensemble: Sequence[str | Path] = ())
 
     :param model_path: a run directory or its ``model.zip`` (the lead of an ensemble).
     :param ensemble: further runs whose verdicts join the lead's
-        (:mod:`inspector.runtime.ensemble`); the ensemble starts uncalibrated (ok bias 0).
+        (:mod:`inspector.policy.ensemble`); the ensemble starts uncalibrated (ok bias 0).
     :raises ModelError: a run that cannot be loaded, or members that cannot form an ensemble.
     """
-    from inspector.runtime.ensemble import EnsemblePolicy
-    from inspector.runtime.operating_point import read_ok_bias
-    from inspector.runtime.torch_backend import (
+    from inspector.policy.ensemble import EnsemblePolicy
+    from inspector.policy.operating_point import read_ok_bias
+    from inspector.train.torch_policy import (
         EnsembleGraph,
         TorchPolicy,
         load_trained,
@@ -89,33 +90,31 @@ def write_onnx(policy: Any, graph: Any, profile: Any, out: str | Path) -> Path:
     shapes = observation_shapes(profile.scan)
     dummy = tuple(torch.zeros((2, *shapes[k]), dtype=torch.float32) for k in INPUT_NAMES)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp.onnx")
-    try:
-        torch.onnx.export(
-            graph,
-            dummy,
-            str(tmp),
-            input_names=list(INPUT_NAMES),
-            output_names=list(OUTPUT_NAMES),
-            dynamic_axes={n: {0: "batch"} for n in (*INPUT_NAMES, *OUTPUT_NAMES)},
-            opset_version=OPSET,
-            dynamo=False,
-        )
-    except Exception as exc:
-        raise ExportError(f"ONNX export failed: {exc}") from exc
-    m = onnx.load(str(tmp))
-    for k, v in meta.to_props().items():
-        p = m.metadata_props.add()
-        p.key, p.value = k, v
-    m.producer_name = "inspector"
-    m.producer_version = meta.exporter_version
-    try:
-        onnx.checker.check_model(m)
-    except onnx.checker.ValidationError as exc:
-        raise ExportError(f"exported graph fails onnx.checker: {exc}") from exc
-    onnx.save(m, str(tmp))
-    tmp.replace(out)
+    with atomic_path(out) as tmp:
+        try:
+            torch.onnx.export(
+                graph,
+                dummy,
+                str(tmp),
+                input_names=list(INPUT_NAMES),
+                output_names=list(OUTPUT_NAMES),
+                dynamic_axes={n: {0: "batch"} for n in (*INPUT_NAMES, *OUTPUT_NAMES)},
+                opset_version=OPSET,
+                dynamo=False,
+            )
+        except Exception as exc:
+            raise ExportError(f"ONNX export failed: {exc}") from exc
+        m = onnx.load(str(tmp))
+        for k, v in meta.to_props().items():
+            p = m.metadata_props.add()
+            p.key, p.value = k, v
+        m.producer_name = "inspector"
+        m.producer_version = meta.exporter_version
+        try:
+            onnx.checker.check_model(m)
+        except onnx.checker.ValidationError as exc:
+            raise ExportError(f"exported graph fails onnx.checker: {exc}") from exc
+        onnx.save(m, str(tmp))
     return out
 
 
@@ -150,11 +149,10 @@ def record_observations(
     """Observations from real episodes (the policy's own scan paths), batched, ``n`` in all."""
     from inspector.camera import open_camera
     from inspector.env import FrameSource
-    from inspector.profile import ScanSettings
     from inspector.scan import STOP, Scanner
 
     meta = policy.meta
-    scanner = Scanner(ScanSettings(**dict(meta.scan)), meta.step_budget or 12)
+    scanner = Scanner.from_metadata(meta)
     driver = open_camera(camera, params)
     source = FrameSource(driver)
     rng = np.random.default_rng(seed)
@@ -213,7 +211,7 @@ def export_report(
     parts and the change in accuracy is reported. With ``ensemble``, the graph and the
     torch reference are the verdict ensemble the run leads (:func:`torch_reference`).
     """
-    from inspector.runtime.onnx_backend import OrtPolicy
+    from inspector.policy.onnx_backend import OrtPolicy
 
     ref = torch_reference(model_path, ensemble)
     fp32_path = write_onnx(*ref, out if not int8 else out.with_suffix(".fp32.onnx"))
@@ -242,3 +240,17 @@ def export_report(
             report["eval_accuracy"]["episodes"] = eval_episodes
     out.with_suffix(".export.json").write_text(json.dumps(report, indent=2))
     return report
+
+
+def write_ok_bias(path: Path, bias: float) -> None:
+    """Set ``inspector.ok_bias`` in an ONNX file's metadata (written atomically)."""
+    onnx = _onnx()
+    m = onnx.load(str(path))
+    key = META_PREFIX + "ok_bias"
+    props = [(p.key, p.value) for p in m.metadata_props if p.key != key]
+    del m.metadata_props[:]
+    for k, v in [*props, (key, json.dumps(float(bias)))]:
+        entry = m.metadata_props.add()
+        entry.key, entry.value = k, v
+    with atomic_path(path) as tmp:
+        onnx.save(m, str(tmp))

@@ -7,12 +7,13 @@ file's sha256, ``tensorrt.__version__``, the GPU name and the build options.
 
 Engines carry no ONNX metadata, so :func:`build_engine` writes a sidecar
 ``<engine>.json`` beside each engine holding the :class:`ModelMeta` props;
-:class:`inspector.runtime.trt_backend.TensorRTPolicy` reads it back.
+:class:`inspector.policy.trt_backend.TensorRTPolicy` reads it back.
 
 ``tensorrt`` (and ``cuda-python``) are imported inside the functions that need
 them: importing this module costs nothing on a machine without a GPU.
 
-Command line (``python -m inspector.export.tensorrt VERB``, used by ``deploy/jetson/``)::
+Command line (:mod:`inspector.commands.engine`: ``inspector engine VERB`` or
+``python -m inspector.commands.engine VERB``, used by ``deploy/jetson/``)::
 
     build   --onnx M.onnx --out M.engine [--fp32] [--int8 --calib DIR] [--max-batch 8]
     shapes  --onnx M.onnx [--min-batch 1 --opt-batch 1 --max-batch 8]   # trtexec shape flags
@@ -22,23 +23,32 @@ Command line (``python -m inspector.export.tensorrt VERB``, used by ``deploy/jet
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
 import os
-import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from inspector.errors import ExportError, InspectorError, MissingDependencyError, ModelError
-from inspector.runtime.policy import INPUT_NAMES, OUTPUT_NAMES, ModelMeta
+from inspector.errors import ExportError, MissingDependencyError, ModelError
+from inspector.files import write_atomic
+from inspector.policy.base import INPUT_NAMES, OUTPUT_NAMES, ModelMeta
+from inspector.policy.trt_engine import (
+    SIDECAR_SCHEMA,
+    TRT_HINT,
+    EngineInfo,
+    gpu_name,
+    import_cudart,
+    import_tensorrt,
+    read_sidecar,
+    sidecar_path,
+    tensorrt_unavailable_reason,
+)
 
 log = logging.getLogger("inspector.export.tensorrt")  # same name under python -m
 
@@ -66,81 +76,7 @@ __all__ = [
     "write_sidecar",
 ]
 
-#: How to get TensorRT; every "tensorrt is missing" message carries it.
-TRT_HINT = (
-    "pip install inspector[tensorrt] on an x86 machine with an NVIDIA GPU and CUDA 12; "
-    "on a Jetson it ships with JetPack 6 (apt install python3-libnvinfer)"
-)
-SIDECAR_SCHEMA = "inspector.engine/1"
 PRECISIONS = ("fp32", "fp16", "int8")
-
-
-# --------------------------------------------------------------------------- imports
-
-
-def import_tensorrt(feature: str = "building a TensorRT engine") -> ModuleType:
-    """Import ``tensorrt`` or raise :class:`MissingDependencyError` saying how to install it."""
-    try:
-        import tensorrt
-    except ImportError:
-        raise MissingDependencyError("tensorrt", feature, TRT_HINT) from None
-    return tensorrt
-
-
-def import_cudart() -> ModuleType | None:
-    """The CUDA runtime bindings of cuda-python (new or old layout), or None."""
-    try:
-        from cuda.bindings import runtime  # cuda-python >= 12.6
-    except ImportError:
-        try:
-            from cuda import cudart as runtime  # older cuda-python
-        except ImportError:
-            return None
-    return runtime
-
-
-def gpu_name(device: int = 0) -> str:
-    """Name of CUDA device ``device`` (part of the engine cache key).
-
-    :raises ExportError: no CUDA device is visible (or neither cuda-python nor torch can ask).
-    """
-    cudart = import_cudart()
-    if cudart is not None:
-        err, props = cudart.cudaGetDeviceProperties(device)
-        if int(err) == 0:
-            name = props.name
-            if isinstance(name, bytes):
-                name = name.split(b"\0", 1)[0].decode("utf-8", "replace")
-            return str(name)
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    if torch is not None and torch.cuda.is_available():
-        return str(torch.cuda.get_device_name(device))
-    raise ExportError(
-        f"no CUDA device {device} is visible (TensorRT needs an NVIDIA GPU; "
-        "check nvidia-smi / tegrastats and that cuda-python is installed)"
-    )
-
-
-def tensorrt_unavailable_reason() -> str | None:
-    """Why TensorRT engines cannot be built or run here, or None when they can.
-
-    Tests use it as their skip reason, so it names what is missing.
-    """
-    try:
-        import tensorrt  # noqa: F401
-    except ImportError:
-        return (
-            "TensorRT not installed (needs an NVIDIA GPU with TensorRT 10: "
-            "pip install inspector[tensorrt] on Jetson/x86 CUDA)"
-        )
-    try:
-        gpu_name()
-    except ExportError as exc:
-        return f"TensorRT is installed but {exc}"
-    return None
 
 
 # --------------------------------------------------------------------------- metadata and shapes
@@ -300,45 +236,6 @@ def engine_cache_key(
 # --------------------------------------------------------------------------- sidecar
 
 
-def sidecar_path(engine_path: str | os.PathLike[str]) -> Path:
-    """``<engine>.json``, the metadata file beside an engine."""
-    p = Path(engine_path)
-    return p.with_name(p.name + ".json")
-
-
-@dataclass(frozen=True)
-class EngineInfo:
-    """What an engine's sidecar says: the model metadata plus how the engine was built.
-
-    :param meta: the ONNX model's metadata.
-    :param onnx_sha256: sha256 of the ONNX file the engine came from.
-    :param precision: ``fp32``, ``fp16`` or ``int8``.
-    :param tensorrt_version: TensorRT version that built it ("" when unknown).
-    :param gpu: GPU that built it ("" when unknown).
-    :param profile: the batch profile as in :meth:`ShapeProfile.to_json`.
-    """
-
-    meta: ModelMeta
-    onnx_sha256: str
-    precision: str
-    tensorrt_version: str = ""
-    gpu: str = ""
-    profile: Mapping[str, Any] = field(default_factory=dict)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    # temp file + rename: a station never sees half an engine after a power cut.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_sidecar(
     engine_path: str | os.PathLike[str],
     meta: ModelMeta,
@@ -362,41 +259,8 @@ def write_sidecar(
         "profile": profile.to_json(),
     }
     out = sidecar_path(engine_path)
-    _atomic_write(out, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
+    write_atomic(out, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
     return out
-
-
-def read_sidecar(engine_path: str | os.PathLike[str]) -> EngineInfo:
-    """Read an engine's sidecar (following a ``current.engine`` symlink when needed).
-
-    :raises ModelError: no sidecar, or it is not valid.
-    """
-    engine = Path(engine_path)
-    candidates = [sidecar_path(engine)]
-    if engine.is_symlink():
-        candidates.append(sidecar_path(engine.resolve()))
-    found = next((c for c in candidates if c.is_file()), None)
-    if found is None:
-        raise ModelError(
-            f"{engine}: no sidecar {candidates[0].name} with the model metadata; build the engine "
-            "with deploy/jetson/build_engine.sh or `python -m inspector.export.tensorrt build`"
-        )
-    try:
-        doc = json.loads(found.read_text(encoding="utf-8"))
-        if doc.get("schema") != SIDECAR_SCHEMA:
-            raise ValueError(f"schema is {doc.get('schema')!r}, expected {SIDECAR_SCHEMA!r}")
-        props = doc["props"]
-        info = EngineInfo(
-            meta=ModelMeta.from_props(props, source=str(found)),
-            onnx_sha256=str(doc["onnx_sha256"]),
-            precision=str(doc["precision"]),
-            tensorrt_version=str(doc.get("tensorrt_version", "")),
-            gpu=str(doc.get("gpu", "")),
-            profile=dict(doc.get("profile", {})),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ModelError(f"{found}: broken engine sidecar ({exc})") from None
-    return info
 
 
 # --------------------------------------------------------------------------- calibration
@@ -493,7 +357,7 @@ def make_calibrator(batches: CalibrationBatches, cache_file: str | os.PathLike[s
     calibration runs once per model.
     """
     trt = import_tensorrt("INT8 calibration")
-    from inspector.runtime.trt_backend import DeviceMemory
+    from inspector.policy.trt_backend import DeviceMemory
 
     class Calibrator(trt.IInt8EntropyCalibrator2):
         """Entropy calibrator over observation batches."""
@@ -532,7 +396,7 @@ def make_calibrator(batches: CalibrationBatches, cache_file: str | os.PathLike[s
             return None
 
         def write_calibration_cache(self, cache: Any) -> None:
-            _atomic_write(self.cache_file, bytes(cache))
+            write_atomic(self.cache_file, bytes(cache))
 
     return Calibrator()
 
@@ -614,7 +478,7 @@ def build_engine(
     if cached is not None and cached.is_file():
         log.info("engine cache hit %s", cached)
         if cached.resolve() != out.resolve():
-            _atomic_write(out, cached.read_bytes())
+            write_atomic(out, cached.read_bytes())
     else:
         data = _build_serialized(
             trt,
@@ -638,7 +502,7 @@ def build_engine(
             workspace_mb=workspace_mb,
             timing_cache=Path(timing_cache) if timing_cache else None,
         )
-        _atomic_write(out, data)
+        write_atomic(out, data)
         if cached is not None:
             if int8 and calib_cache.is_file():
                 # The build has just written the calibration cache; key the engine by it
@@ -653,7 +517,7 @@ def build_engine(
                     calibration_sha256=hashlib.sha256(calib_cache.read_bytes()).hexdigest(),
                 )
                 cached = cached.with_name(f"{key}.engine")
-            _atomic_write(cached, data)
+            write_atomic(cached, data)
             log.info("engine cached as %s", cached)
     write_sidecar(
         out,
@@ -755,7 +619,7 @@ def _build_serialized(
     if serialized is None:
         raise ExportError(f"{onnx_file}: TensorRT failed to build the engine (see the log above)")
     if cache is not None and timing_cache is not None:
-        _atomic_write(timing_cache, bytes(config.get_timing_cache().serialize()))
+        write_atomic(timing_cache, bytes(config.get_timing_cache().serialize()))
     return bytes(serialized)
 
 
@@ -809,7 +673,7 @@ def parity_check(
         raise MissingDependencyError(
             "onnxruntime", "the parity check", "pip install onnxruntime"
         ) from None
-    from inspector.runtime.trt_backend import TensorRTPolicy
+    from inspector.policy.trt_backend import TensorRTPolicy
 
     meta = read_onnx_meta(onnx_path)
     obs = random_observations(meta, n, seed)
@@ -829,140 +693,3 @@ def parity_check(
     diffs = {k: float(np.max(np.abs(ref[k] - res[k]))) for k in OUTPUT_NAMES}
     agree = float(np.mean(ref["action_logits"].argmax(1) == res["action_logits"].argmax(1)))
     return ParityReport(n=n, max_abs_diff=diffs, action_agreement=agree)
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m inspector.export.tensorrt", description=__doc__.split("\n\n")[0]
-    )
-    sub = p.add_subparsers(dest="cmd", required=True)
-
-    def batches(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--min-batch", type=int, default=1)
-        sp.add_argument("--opt-batch", type=int, default=1)
-        sp.add_argument("--max-batch", type=int, default=8)
-
-    b = sub.add_parser("build", help="build an engine with the TensorRT Python API")
-    b.add_argument("--onnx", required=True)
-    b.add_argument("--out", required=True)
-    prec = b.add_mutually_exclusive_group()
-    prec.add_argument("--fp16", dest="fp16", action="store_true", default=True)
-    prec.add_argument("--fp32", dest="fp16", action="store_false")
-    b.add_argument("--int8", action="store_true")
-    b.add_argument("--calib", help="directory of .npz calibration observations (for --int8)")
-    b.add_argument("--calib-batch", type=int, default=8)
-    b.add_argument("--calib-cache")
-    b.add_argument("--workspace-mb", type=int, default=1024)
-    b.add_argument("--cache-dir")
-    b.add_argument("--timing-cache")
-    batches(b)
-
-    s = sub.add_parser("shapes", help="print trtexec --min/opt/maxShapes from the ONNX metadata")
-    s.add_argument("--onnx", required=True)
-    batches(s)
-
-    c = sub.add_parser("sidecar", help="write <engine>.json for an engine trtexec built")
-    c.add_argument("--onnx", required=True)
-    c.add_argument("--engine", required=True)
-    c.add_argument("--precision", choices=PRECISIONS, default="fp16")
-    c.add_argument("--tensorrt-version", default="", help="default: the installed tensorrt's")
-    c.add_argument("--gpu", default="", help="default: the name of CUDA device 0, if any")
-    batches(c)
-
-    q = sub.add_parser("parity", help="compare the engine with ONNX Runtime on random inputs")
-    q.add_argument("--onnx", required=True)
-    q.add_argument("--engine", required=True)
-    q.add_argument("--n", type=int, default=512)
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--atol", type=float, default=None, help="default: 1e-3 fp16/int8, 1e-4 fp32")
-    return p
-
-
-def _run(args: argparse.Namespace) -> int:
-    batch_kw = {}
-    if hasattr(args, "min_batch"):
-        batch_kw = dict(
-            min_batch=args.min_batch, opt_batch=args.opt_batch, max_batch=args.max_batch
-        )
-    if args.cmd == "build":
-        frames = load_calibration_dir(args.calib) if args.calib else None
-        out = build_engine(
-            args.onnx,
-            args.out,
-            fp16=args.fp16,
-            int8=args.int8,
-            calibration_frames=frames,
-            calibration_batch=args.calib_batch,
-            calibration_cache=args.calib_cache,
-            workspace_mb=args.workspace_mb,
-            cache_dir=args.cache_dir,
-            timing_cache=args.timing_cache,
-            **batch_kw,
-        )
-        print(out)
-    elif args.cmd == "shapes":
-        print(" ".join(shape_profile(read_onnx_meta(args.onnx), **batch_kw).trtexec_args()))
-    elif args.cmd == "sidecar":
-        if not Path(args.engine).is_file():
-            raise ModelError(f"{args.engine}: no such engine file")
-        meta = read_onnx_meta(args.onnx)
-        version = args.tensorrt_version
-        if not version:
-            try:
-                version = import_tensorrt().__version__
-            except MissingDependencyError:
-                version = ""
-        gpu = args.gpu
-        if not gpu:
-            try:
-                gpu = gpu_name()
-            except ExportError:
-                gpu = ""
-        print(
-            write_sidecar(
-                args.engine,
-                meta,
-                onnx_sha256=hashlib.sha256(Path(args.onnx).read_bytes()).hexdigest(),
-                precision=args.precision,
-                profile=shape_profile(meta, **batch_kw),
-                tensorrt_version=version,
-                gpu=gpu,
-            )
-        )
-    else:  # parity
-        info = read_sidecar(args.engine)
-        atol = args.atol if args.atol is not None else (1e-4 if info.precision == "fp32" else 1e-3)
-        rep = parity_check(args.onnx, args.engine, n=args.n, seed=args.seed)
-        print(
-            json.dumps(
-                {
-                    "n": rep.n,
-                    "precision": info.precision,
-                    "atol": atol,
-                    "max_abs_diff": rep.max_abs_diff,
-                    "action_agreement": rep.action_agreement,
-                }
-            )
-        )
-        if not rep.ok(atol):
-            print(f"parity: FAIL (max |diff| above {atol})", file=sys.stderr)
-            return 1
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; InspectorError becomes one line and exit status 2."""
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        return _run(args)
-    except InspectorError as exc:
-        print(f"inspector: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -31,9 +31,9 @@ from inspector.annotations import (
     scan_masks,
 )
 from inspector.errors import FootageError
-from inspector.footage.store import FootageStore, frame_hash, to_gray
+from inspector.footage.store import FootageStore, frame_hash
 from inspector.footage.writer import KIND, MARKER, RESULT_SUFFIX
-from inspector.imageio import read_image, read_mask
+from inspector.imageio import read_image, read_mask, to_gray
 
 #: Formats of ``footage import --format``.
 FORMATS: tuple[str, ...] = ("station", "folder", "masks", "csv", "voc", "coco")
@@ -326,7 +326,7 @@ def _import_one(
         # Imported without them it would pass for an ok part.
         report.skipped.append((where, f"every box ({len(rec.boxes)}) lies outside the image"))
         return
-    gray = to_gray(img)
+    gray = to_gray(img, contiguous=True)
     fid = frame_hash(gray)
     if item.result is not None and fmt == "station" and Path(where).stem != fid:
         # The station names its frames by hash: a mismatch means the PNG was altered.

@@ -89,7 +89,7 @@ def task_for(
          "value": {"choices": [res["label"]]}},
     ]  # fmt: skip
     if scan is not None:
-        from inspector.station.console.geometry import glimpse_boxes
+        from inspector.geometry import glimpse_boxes
 
         w, h = rec.width, rec.height
         for i, (x0, y0, x1, y1) in enumerate(glimpse_boxes(res.get("glimpse_path"), w, h, scan)):
@@ -122,7 +122,7 @@ def export_tasks(
 
     :returns: (tasks file, config file, number of tasks).
     """
-    from inspector.footage.store import write_atomic
+    from inspector.files import write_atomic
 
     out = Path(out)
     tasks = [task_for(r, scan, image_prefix) for r in records]

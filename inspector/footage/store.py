@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import FootageError
-from inspector.footage_hash import sha256_bytes
+from inspector.files import sha256_bytes
 from inspector.frames import Box, Frame, Truth
+from inspector.imageio import to_gray
 
 #: Where a label came from, weakest first: a later, stronger source may replace it.
 #: An operator's label may name the operator: ``operator:<name>`` (see :func:`source_kind`).
@@ -117,17 +118,6 @@ def split_of(frame_id: str, threshold: int = DEFAULT_HELDOUT_THRESHOLD) -> str:
     :param threshold: 0..256; 51 holds out about 20 %.
     """
     return "heldout" if int(frame_id[:2], 16) < threshold else "train"
-
-
-def to_gray(image: np.ndarray) -> np.ndarray:
-    """A 2-D uint8 copy of ``image`` (BGR converted; the store keeps gray frames)."""
-    if image.ndim == 2:
-        return np.ascontiguousarray(image, dtype=np.uint8)
-    import cv2
-
-    if image.ndim == 3 and image.shape[2] == 1:
-        return np.ascontiguousarray(image[:, :, 0], dtype=np.uint8)
-    return cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
 
 
 def encode_png(image: np.ndarray) -> bytes:
@@ -413,7 +403,7 @@ class FootageStore:
             check_source(label_source)
         if label is not None and label_source is None:
             label_source = "import"
-        gray = to_gray(image)
+        gray = to_gray(image, contiguous=True)
         fid = frame_id or frame_hash(gray)
         h, w = gray.shape
         if mask is not None and mask.shape[:2] != (h, w):

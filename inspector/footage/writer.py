@@ -43,7 +43,9 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import FootageError
-from inspector.footage.store import encode_png, frame_hash, frame_relpath, to_gray, write_atomic
+from inspector.files import write_atomic
+from inspector.footage.store import encode_png, frame_hash, frame_relpath
+from inspector.imageio import to_gray
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +181,7 @@ class FootageWriter:
         reason = self.keep_reason(result)
         if reason is None or image is None:
             return None
-        gray = to_gray(image)
+        gray = to_gray(image, contiguous=True)
         fid = frame_hash(gray)
         ref = frame_relpath(fid)
         doc = dict(result)

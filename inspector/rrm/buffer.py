@@ -36,6 +36,8 @@ from inspector.rrm.learned import LearnedRedistributor, episode_features
 from inspector.rrm.normalise import RewardNormaliser
 from inspector.rrm.redistribution import redistribute
 from inspector.rrm.shaping import shaping_rewards
+from inspector.rrm.step import INFO_KEY as STEP_KEY
+from inspector.rrm.step import StepRecord
 
 
 class HybridSamples(NamedTuple):
@@ -142,27 +144,30 @@ class RRMRolloutBuffer(DictRolloutBuffer):
         verdict = self._next_verdict
         nxt = np.full(self.n_envs, -1, dtype=np.int64)
         nxt_v = np.full(self.n_envs, -1, dtype=np.int64)
-        w_o, w_p = self.rrm.outcome_weight, self.rrm.process_weight
         for i, info in enumerate(infos):
-            if "outcome" not in info:
+            rec = info.get(STEP_KEY)
+            if not isinstance(rec, StepRecord):  # not an InspectionEnv: plain rewards
                 self.env_rewards[pos, i] = reward[i]
                 self.outcome[pos, i] = reward[i]
                 continue
             self.has_info[pos, i] = True
-            self.env_rewards[pos, i] = info.get("reward", reward[i])
-            self.outcome[pos, i] = w_o * info["outcome"]
-            self.process[pos, i] = w_p * info["process"]
-            self.phi_prev[pos, i] = info.get("phi_prev", 0.0)
-            self.phi[pos, i] = info.get("phi", 0.0)
-            label = int(info.get("label", -1))
+            self.env_rewards[pos, i] = rec.reward
+            self.outcome[pos, i] = rec.outcome  # the env weighted the channels
+            self.process[pos, i] = rec.process
+            self.phi_prev[pos, i] = rec.phi_prev
+            self.phi[pos, i] = rec.phi
+            label = rec.label
             if verdict is not None and verdict[i] >= 0 and label >= 0:
                 label = int(verdict[i])
             self.labels[pos, i] = label
-            src = info
             if self._stash_dones[i] and self._reset_infos is not None:
+                # The next observation is the new episode's first: its teacher is in
+                # the reset info.
                 src = self._reset_infos[i] or {}
-            nxt[i] = int(src.get("teacher_next", src.get("teacher", -1)))
-            nxt_v[i] = int(src.get("teacher_verdict_next", src.get("teacher_verdict", -1)))
+                nxt[i] = int(src.get("teacher", -1))
+                nxt_v[i] = int(src.get("teacher_verdict", -1))
+            else:
+                nxt[i], nxt_v[i] = rec.teacher_next, rec.teacher_verdict_next
         self._next_teacher = nxt
         self._next_verdict = nxt_v
 

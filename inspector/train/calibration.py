@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inspector.runtime.operating_point import OperatingPoint, choose_bias, rates_at
-from inspector.runtime.policy import Policy
+from inspector.policy.base import Policy
+from inspector.policy.operating_point import OperatingPoint, choose_bias, rates_at
 
 
 @dataclass
@@ -64,7 +64,7 @@ def choose_operating_point(
 
 def store_in_run(run_dir: str | Path, cal: Calibration) -> Path:
     """Write ``operating_point.json`` for the run's model.zip (as calibrate does)."""
-    from inspector.footage_hash import sha256_file
+    from inspector.files import sha256_file
 
     run_dir = Path(run_dir)
     point = OperatingPoint(
@@ -89,11 +89,11 @@ def calibrate_run(
     target: float | None = None,
 ) -> Calibration:
     """Choose the run's operating point on these parts and store it with the run."""
-    from inspector.runtime.backends import load_policy
+    from inspector.train.torch_policy import load_any_policy
 
     # The decisions' probabilities are the model's own (the bias moves only verdicts),
     # so an earlier operating point does not move the choice.
-    policy = load_policy(run_dir, allow_torch=True)
+    policy = load_any_policy(run_dir)
     cal = choose_operating_point(policy, camera, params, episodes, objective, target)
     store_in_run(run_dir, cal)
     return cal

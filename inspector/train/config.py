@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from inspector.config import load_dataclass
+from inspector.yamlio.dataclass_load import load_dataclass
 
 #: ``perception_levels`` values: the zoom levels perception pretraining crops come from.
 PERCEPTION_LEVELS = ("native", "all")

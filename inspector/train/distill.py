@@ -2,9 +2,9 @@
 
 An ensemble directory (``RUN/ensemble``) holds ``ensemble.json``: the member run
 directories (relative to it), lead first. It is what ``export`` turns into one ONNX
-graph (:class:`inspector.runtime.torch_backend.EnsembleGraph`) and what
+graph (:class:`inspector.train.torch_policy.EnsembleGraph`) and what
 :func:`ensemble_policy` runs for the report: the lead's moves, the members' joint
-verdict (:mod:`inspector.runtime.ensemble`).
+verdict (:mod:`inspector.policy.ensemble`).
 
 :class:`EnsembleTeacher` is the same ensemble as a teacher for the hybrid loss's KL
 term (:class:`inspector.train.hybrid.HybridPPO` calls ``teacher.get_distribution(obs)``
@@ -24,7 +24,7 @@ from typing import Any
 import torch as th
 
 from inspector.errors import ModelError
-from inspector.runtime.ensemble import EPS
+from inspector.policy.ensemble import EPS
 
 #: The file that makes a directory an ensemble.
 ENSEMBLE_FILE = "ensemble.json"
@@ -77,10 +77,10 @@ def ensemble_members(folder: str | Path) -> list[Path]:
 
 
 def ensemble_policy(folder: str | Path) -> Any:
-    """The ensemble of ``folder`` as an :class:`inspector.runtime.ensemble.EnsemblePolicy`
+    """The ensemble of ``folder`` as an :class:`inspector.policy.ensemble.EnsemblePolicy`
     of torch members (each at its own calibrated operating point; the ensemble at 0)."""
-    from inspector.runtime.ensemble import EnsemblePolicy
-    from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
+    from inspector.policy.ensemble import EnsemblePolicy
+    from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     members = ensemble_members(folder)
     policies = []
@@ -130,6 +130,6 @@ def load_ensemble_teacher(folder: str | Path) -> EnsembleTeacher:
 
     :raises ModelError: a member that is missing or cannot be loaded.
     """
-    from inspector.runtime.torch_backend import load_trained
+    from inspector.train.torch_policy import load_trained
 
     return EnsembleTeacher([load_trained(m)[0].policy for m in ensemble_members(folder)])

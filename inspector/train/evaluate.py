@@ -12,9 +12,9 @@ import numpy as np
 from inspector.camera import open_camera
 from inspector.env import FrameSource
 from inspector.errors import InspectorError
-from inspector.profile import ScanSettings
-from inspector.runtime.agent import Decision, run_episode
-from inspector.runtime.policy import Policy
+from inspector.files import write_atomic
+from inspector.policy.agent import Decision, run_episode
+from inspector.policy.base import Policy
 from inspector.scan import Scanner
 
 #: Offset of synthetic evaluation frame indices: training samples indices uniformly from
@@ -66,7 +66,7 @@ def metrics(
     native = sum(d.native_glimpses for d in decisions)
     auroc = None
     if decisions and all(len(d.probabilities) == n for d in decisions):
-        from inspector.runtime.operating_point import defect_auroc
+        from inspector.policy.operating_point import defect_auroc
 
         probs = np.stack([d.probabilities for d in decisions])
         auroc = defect_auroc(probs, [y != ok_class for y in labels], ok)
@@ -128,11 +128,10 @@ def run_parts(
     :raises InspectorError: a part without a label, or with a class the model lacks.
     """
     meta = policy.meta
-    scan = ScanSettings(**{k: meta.scan[k] for k in meta.scan})
-    budget = budget or meta.step_budget or 12
+    scanner = Scanner.from_metadata(meta, budget)
+    budget = scanner.budget
     driver = open_camera(camera, camera_params or {})
     source = FrameSource(driver, eval_indices(driver, episodes))
-    scanner = Scanner(scan, budget)
     labels, decisions, kept = [], [], []
     rng = np.random.default_rng(0)
     try:
@@ -179,10 +178,7 @@ def write_report(
     result: Mapping[str, Any], kept: list, out_json: Path, out_png: Path | None
 ) -> None:
     """report.json and a figure: confusion matrix and a few glimpse paths."""
-    out_json.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_json.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(out_json)
+    write_atomic(out_json, json.dumps(result, indent=2))
     if out_png is not None:
         from inspector.report import plot_eval
 

@@ -200,7 +200,7 @@ def evaluate_ensemble(
     (its ``operating_point`` section), report.png; its CPU time goes to ``ens/cost.json``.
     An exported ensemble still starts at ok bias 0: calibrate the ``.onnx`` (README).
     """
-    from inspector.runtime.ensemble import EnsemblePolicy
+    from inspector.policy.ensemble import EnsemblePolicy
     from inspector.train.distill import ensemble_policy
     from inspector.train.evaluate import evaluate, write_report
 

@@ -58,7 +58,7 @@ def glimpse_samples(
     glimpses the scanner takes at that level (the crop resampled to the glimpse size,
     the whole frame at level 0). A defect crop below native resolution is kept only when
     the defect shows in it by the scripted teacher's rule
-    (:func:`~inspector.train.teacher.defect_visible`: local contrast or a few whole
+    (:func:`~inspector.teacher.defect_visible`: local contrast or a few whole
     glimpse pixels of cover); otherwise it is ambiguous and dropped. Large defects (an
     uneven band, a frayed region) are then learnt where they show best, at low zoom,
     and a per-glimpse detector can judge every glimpse of a search, not only the native
@@ -71,7 +71,7 @@ def glimpse_samples(
     :returns: ``glimpse`` uint8 [n, G, G], ``label`` int64 [n], ``level`` int64 [n].
     """
     from inspector.scan import Scanner
-    from inspector.train.teacher import defect_visible
+    from inspector.teacher import defect_visible
 
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")

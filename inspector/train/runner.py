@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import InspectorError
+from inspector.files import atomic_path, write_atomic
 from inspector.profile import Profile, load_profile
 from inspector.scan import ACTIONS
 from inspector.train.config import TrainConfig
@@ -145,7 +146,7 @@ def resolve_teacher(cfg: TrainConfig, teacher_path: str | None) -> Any:
 
     if is_ensemble_dir(spec):  # distillation: a verdict ensemble teaches (train --members)
         return load_ensemble_teacher(spec)
-    from inspector.runtime.torch_backend import load_trained
+    from inspector.train.torch_policy import load_trained
 
     model, _, _ = load_trained(spec)
     return model.policy
@@ -300,9 +301,8 @@ def save_checkpoint(model: Any, out: Path) -> Path:
     ck = out / "checkpoints"
     ck.mkdir(parents=True, exist_ok=True)
     path = ck / f"ckpt_{model.num_timesteps:09d}.zip"
-    tmp = ck / f".tmp_{model.num_timesteps}.zip"
-    model.save(str(tmp))
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        model.save(str(tmp))
     norm = getattr(model.rollout_buffer, "normaliser", None)
     state = {"path": path.name, "num_timesteps": int(model.num_timesteps)}
     if norm is not None:
@@ -313,9 +313,7 @@ def save_checkpoint(model: Any, out: Path) -> Path:
             "lo": norm.lo if np.isfinite(norm.lo) else None,
             "hi": norm.hi if np.isfinite(norm.hi) else None,
         }
-    tmpj = ck / ".latest.json.tmp"
-    tmpj.write_text(json.dumps(state))
-    tmpj.replace(ck / "latest.json")
+    write_atomic(ck / "latest.json", json.dumps(state))
     return path
 
 
@@ -467,7 +465,7 @@ def train_run(
                 log.warning("--resume: no checkpoint in %s, starting fresh", out)
             model = build_model(env, profile, cfg, teacher, tb)
             if init_from:
-                from inspector.runtime.torch_backend import load_trained
+                from inspector.train.torch_policy import load_trained
 
                 base, _, _ = load_trained(init_from)
                 model.policy.load_state_dict(base.policy.state_dict())
@@ -493,9 +491,8 @@ def train_run(
                 tb_log_name="hybrid_ppo",
             )
         save_checkpoint(model, out)
-        tmp = out / ".model.tmp.zip"
-        model.save(str(tmp))
-        tmp.replace(out / "model.zip")
+        with atomic_path(out / "model.zip") as tmp:
+            model.save(str(tmp))
         ending = end_of_training(out, model, sel, camera, val, val_source, cfg)
     finally:
         env.close()
@@ -518,10 +515,10 @@ def evaluate_run(
 
     :param extra: sections added to the report (kept model, operating point, recipe).
     """
-    from inspector.runtime.operating_point import read_ok_bias
-    from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
+    from inspector.policy.operating_point import read_ok_bias
     from inspector.train.evaluate import evaluate, write_report
     from inspector.train.select import frames_doc
+    from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     model, profile, sha = load_trained(out)
     policy = TorchPolicy(model, meta_for_model(model, profile, sha, read_ok_bias(out, sha)))

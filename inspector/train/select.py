@@ -142,8 +142,8 @@ class BestOnVal:
 
     def evaluate(self, model: Any) -> tuple[dict[str, Any], Any]:
         """The model's figures on the val frames: (figures, decisions' probabilities)."""
-        from inspector.runtime.torch_backend import TorchPolicy, meta_for_model
         from inspector.train.evaluate import metrics, run_parts
+        from inspector.train.torch_policy import TorchPolicy, meta_for_model
 
         training = model.policy.training
         model.policy.set_training_mode(False)

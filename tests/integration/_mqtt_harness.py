@@ -360,7 +360,7 @@ class Collector:
 
 def sample_result(i: int, station: str = "line1", **kwargs: Any) -> Any:
     """A plausible decided Result for part ``i`` (defect every 7th part)."""
-    from inspector.runtime.result import Result
+    from inspector.station.result import Result
 
     classes = ["ok", "crack", "blowhole"]
     defect = i % 7 == 3

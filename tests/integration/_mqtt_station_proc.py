@@ -11,10 +11,10 @@ import logging
 import sys
 import time
 
-from inspector.runtime.mqtt import MqttConfig, Publisher
-from inspector.runtime.outbox import Outbox
-from inspector.runtime.reporter import Reporter
-from inspector.runtime.result import Result
+from inspector.station.mqtt import MqttConfig, Publisher
+from inspector.station.outbox import Outbox
+from inspector.station.reporter import Reporter
+from inspector.station.result import Result
 
 
 def main(argv: list[str]) -> int:

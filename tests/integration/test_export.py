@@ -14,11 +14,11 @@ import pytest
 from inspector.env import InspectionEnv
 from inspector.errors import ModelError
 from inspector.export.onnx import compare, export_onnx, record_observations
-from inspector.runtime.agent import run_episode
-from inspector.runtime.backends import load_policy
-from inspector.runtime.onnx_backend import OrtPolicy
-from inspector.runtime.torch_backend import TorchPolicy, load_trained, meta_for_model
+from inspector.policy.agent import run_episode
+from inspector.policy.load import load_policy
+from inspector.policy.onnx_backend import OrtPolicy
 from inspector.scan import STOP, Scanner
+from inspector.train.torch_policy import TorchPolicy, load_any_policy, load_trained, meta_for_model
 
 ROOT = Path(__file__).resolve().parents[2]
 SYN = {"size": 128, "invisible_at": 32, "point_size": "1,1"}
@@ -178,7 +178,7 @@ def test_calibrated_operating_point_travels_from_run_to_onnx(syn_run, tmp_path):
     import re
     import shutil
 
-    from inspector.runtime.operating_point import FILE, shift_ok
+    from inspector.policy.operating_point import FILE, shift_ok
 
     run = tmp_path / "run"
     shutil.copytree(syn_run, run)
@@ -194,10 +194,10 @@ def test_calibrated_operating_point_travels_from_run_to_onnx(syn_run, tmp_path):
     point = json.loads((run / FILE).read_text())
     assert point["objective"] == "max_false_alarms" and point["target"] == 1.0
     assert point["frames"] == 24 and point["at_bias"]["false_alarm_rate"] <= 1.0
-    assert load_policy(run, allow_torch=True).meta.ok_bias == point["ok_bias"]
+    assert load_any_policy(run).meta.ok_bias == point["ok_bias"]
     # A known bias, to follow it through: torch policy, verdict, ONNX metadata.
     (run / FILE).write_text(json.dumps({**point, "ok_bias": 0.75}))
-    torch_pol = load_policy(run, allow_torch=True)
+    torch_pol = load_any_policy(run)
     assert torch_pol.meta.ok_bias == 0.75
     for p in (np.array([0.5, 0.3, 0.2]), np.array([0.3, 0.6, 0.1]), np.array([0.2, 0.35, 0.45])):
         want = int(np.argmax(torch_pol.meta.outcome_matrix @ shift_ok(p, 0.75)))
@@ -213,7 +213,7 @@ def test_calibrated_operating_point_travels_from_run_to_onnx(syn_run, tmp_path):
     assert engine.returncode == 2 and "calibrate the ONNX file" in engine.stderr
     # Trained on in place: the stale calibration no longer applies.
     (run / FILE).write_text(json.dumps({**point, "model_sha256": "0" * 64}))
-    assert load_policy(run, allow_torch=True).meta.ok_bias == 0.0
+    assert load_any_policy(run).meta.ok_bias == 0.0
 
 
 def test_a_verdict_ensemble_exports_as_one_graph_that_matches_torch(syn_run, tmp_path):

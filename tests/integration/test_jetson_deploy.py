@@ -101,7 +101,7 @@ def test_build_engine_dry_run_fp16(onnx_file: Path, tmp_path: Path) -> None:
         assert arg in trtexec
     assert "--maxShapes=glimpse:4x2x8x8,overview:4x1x16x16,state:4x5" in trtexec
     sidecar = next(c for c in cmds if "sidecar" in c)
-    assert sidecar[:4] == [sys.executable, "-m", "inspector.export.tensorrt", "sidecar"]
+    assert sidecar[:4] == [sys.executable, "-m", "inspector.commands.engine", "sidecar"]
     assert sidecar[sidecar.index("--engine") + 1] == str(out_engine)
     assert sidecar[sidecar.index("--precision") + 1] == "fp16"
     assert sidecar[sidecar.index("--max-batch") + 1] == "4"
@@ -146,7 +146,7 @@ def test_build_engine_int8_paths(onnx_file: Path, tmp_path: Path) -> None:
     res = _build("--onnx", str(onnx_file), "--int8", "--calib", str(tmp_path))
     assert res.returncode == 0, res.stderr
     (cmd,) = _commands(res.stdout)  # the Python builder does everything, sidecar included
-    assert cmd[:4] == [sys.executable, "-m", "inspector.export.tensorrt", "build"]
+    assert cmd[:4] == [sys.executable, "-m", "inspector.commands.engine", "build"]
     assert "--int8" in cmd and cmd[cmd.index("--calib") + 1] == str(tmp_path)
 
 

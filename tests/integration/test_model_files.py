@@ -25,10 +25,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inspector.errors import InspectorError, ModelError
-from inspector.runtime.backends import load_policy
-from inspector.runtime.torch_backend import load_trained
 from inspector.train.runner import read_latest, resolve_teacher
 from inspector.train.safe_load import read_model_zip
+from inspector.train.torch_policy import load_any_policy, load_trained
 
 ROOT = Path(__file__).resolve().parents[2]
 CFG = (
@@ -112,7 +111,7 @@ def test_pickles_in_data_are_never_decoded(run, tmp_path):
     for k, v in ref.policy.state_dict().items():
         assert torch.equal(v, model.policy.state_dict()[k])
     assert model.num_timesteps == ref.num_timesteps == 64
-    load_policy(evil, allow_torch=True)
+    load_any_policy(evil)
     resolve_teacher(ref_cfg(), str(evil))
     assert not marker.exists()
 
@@ -244,7 +243,7 @@ def _with_props(src: Path, dest: Path, **changes) -> Path:
 def test_metadata_naming_more_classes_than_the_graph_outputs_is_refused_at_start(
     station_model, tmp_path
 ):
-    from inspector.runtime.onnx_backend import OrtPolicy
+    from inspector.policy.onnx_backend import OrtPolicy
 
     good = OrtPolicy(station_model)
     classes = list(good.meta.classes)
@@ -304,7 +303,7 @@ META_VALUES = st.recursive(
 )
 @settings(max_examples=200, deadline=None)
 def test_generated_metadata_gives_meta_or_one_model_error(props):
-    from inspector.runtime.policy import ModelMeta, check_contract
+    from inspector.policy.base import ModelMeta, check_contract
 
     raw = {"inspector." + k: json.dumps(v) for k, v in props.items()}
     try:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from inspector.runtime.mqtt import MqttConfig, Publisher
-from inspector.runtime.outbox import Outbox
-from inspector.runtime.reporter import Reporter
-from inspector.runtime.result import validate_result
+from inspector.station.mqtt import MqttConfig, Publisher
+from inspector.station.outbox import Outbox
+from inspector.station.reporter import Reporter
+from inspector.station.result import validate_result
 from tests.integration._mqtt_harness import free_port, make_tls_files, wait_until
 
 pytestmark = pytest.mark.mqtt
@@ -247,7 +247,7 @@ def test_password_and_acl(mosquitto, collector, make_result, tmp_path, caplog):
 
 
 def test_tls_with_generated_certificates(mosquitto, collector, make_result, tmp_path):
-    from inspector.runtime.mqtt import TlsConfig
+    from inspector.station.mqtt import TlsConfig
 
     files = make_tls_files(tmp_path / "pki")
     broker = mosquitto(tls=files)

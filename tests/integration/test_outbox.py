@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from inspector.errors import StationError
-from inspector.runtime.outbox import Outbox
-from inspector.runtime.result import validate_result
+from inspector.station.outbox import Outbox
+from inspector.station.result import validate_result
 
 REPO = Path(__file__).resolve().parents[2]
 

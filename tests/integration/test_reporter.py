@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from inspector.errors import StationError
-from inspector.runtime.outbox import Outbox
-from inspector.runtime.reporter import Reporter
+from inspector.station.outbox import Outbox
+from inspector.station.reporter import Reporter
 from tests.integration._mqtt_harness import wait_until
 
 
@@ -100,7 +100,7 @@ def test_failed_commits_are_retried_in_order_and_counted(tmp_path, make_result, 
     box = FlakyOutbox(tmp_path / "o.sqlite", failures=2)
     rep = Reporter(box, background=True)
     rs = [make_result(i) for i in range(20)]
-    with caplog.at_level(logging.ERROR, logger="inspector.runtime.reporter"):
+    with caplog.at_level(logging.ERROR, logger="inspector.station.reporter"):
         for r in rs:
             rep.report(r)
         assert rep.drain(30)
@@ -156,7 +156,7 @@ def test_a_disk_that_never_recovers_names_the_lost_results(tmp_path, make_result
         rep.report(r)
     wait_until(lambda: rep.commit_errors >= 1, 10, "a failed commit")
     assert not rep.accepting or rep.queued == 3
-    with caplog.at_level(logging.ERROR, logger="inspector.runtime.reporter"):
+    with caplog.at_level(logging.ERROR, logger="inspector.station.reporter"):
         assert rep.close(flush_timeout=0.3) is False
     assert "3 results could not be committed and are lost" in caplog.text
     assert all(r.id in caplog.text for r in rs)

@@ -157,7 +157,7 @@ def test_a_promoted_candidate_is_listed_with_its_metrics_and_onnx(setup, capsys)
     v = versions[0]
     onnx = Path(v["path"]) / "model.onnx"
     assert onnx.is_file()
-    from inspector.footage_hash import sha256_file
+    from inspector.files import sha256_file
 
     assert v["model_sha256"] == sha256_file(onnx)
     assert v["metrics"]["defect_recall"] == rep["candidate_metrics"]["full"]["defect_recall"]
@@ -167,6 +167,6 @@ def test_a_promoted_candidate_is_listed_with_its_metrics_and_onnx(setup, capsys)
     text = capsys.readouterr().out
     assert "v0001" in text and "model.onnx" in text and "recall" in text
     # The ONNX file is what a station loads.
-    from inspector.runtime.backends import load_policy
+    from inspector.policy.load import load_policy
 
     assert load_policy(onnx).classes == ("ok", "line", "point")

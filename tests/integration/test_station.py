@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from inspector.runtime.outbox import Outbox
-from inspector.runtime.result import validate_result
+from inspector.station.outbox import Outbox
+from inspector.station.result import validate_result
 from tests.integration._mqtt_harness import Collector, make_tls_files, wait_until
 from tests.integration._station_proc import (
     StationProc,

@@ -16,17 +16,17 @@ from hypothesis import strategies as st
 
 from inspector import ConfigError
 from inspector.cli import main
-from inspector.runtime.mqtt import (
+from inspector.station.config import load_station_config
+from inspector.station.loop import Station
+from inspector.station.mqtt import (
     MAX_TRIGGER_BYTES,
     MAX_TRIGGER_ID,
     MqttConfig,
     Publisher,
     parse_trigger,
 )
-from inspector.runtime.outbox import Outbox
-from inspector.runtime.reporter import Reporter
-from inspector.runtime.station import Station
-from inspector.runtime.station_config import load_station_config
+from inspector.station.outbox import Outbox
+from inspector.station.reporter import Reporter
 from tests.integration._mqtt_harness import wait_until
 from tests.integration._station_proc import station_yaml
 

@@ -15,10 +15,10 @@ import pytest
 
 from inspector import CameraDriver, ConfigError, Frame, ModelError
 from inspector.cli import main
-from inspector.runtime.outbox import Outbox
-from inspector.runtime.result import validate_result
-from inspector.runtime.station import Station
-from inspector.runtime.station_config import apply_overrides, load_station_config
+from inspector.station.config import apply_overrides, load_station_config
+from inspector.station.loop import Station
+from inspector.station.outbox import Outbox
+from inspector.station.result import validate_result
 from tests.integration._mqtt_harness import free_port, wait_until
 from tests.integration._station_proc import REPO, committed, station_yaml
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from inspector.errors import ModelError
+from inspector.policy.agent import run_episode
+from inspector.policy.base import ModelMeta, Policy
+from inspector.policy.ensemble import EnsemblePolicy, check_compatible, geometric_mean
 from inspector.profile import ScanSettings
-from inspector.runtime.agent import run_episode
-from inspector.runtime.ensemble import EnsemblePolicy, check_compatible, geometric_mean
-from inspector.runtime.policy import ModelMeta, Policy
 from inspector.scan import ACTIONS, Scanner, state_size
 
 SCAN = ScanSettings(glimpse=16, overview=16, zoom_levels=2, memory=2)

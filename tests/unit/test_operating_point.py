@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inspector.errors import InspectorError, ModelError
-from inspector.runtime.operating_point import (
+from inspector.policy.base import ModelMeta, decide_verdict
+from inspector.policy.operating_point import (
     FILE,
     GRID,
     OperatingPoint,
@@ -23,7 +24,6 @@ from inspector.runtime.operating_point import (
     shift_ok,
     verdicts_at,
 )
-from inspector.runtime.policy import ModelMeta, decide_verdict
 
 # ok, line, point: declaring the truth pays 1, anything else 0.
 R3 = np.eye(3)

@@ -21,8 +21,8 @@ from inspector.profile import (
 SHIPPED = sorted(Path("reward_profiles").glob("*.yaml"))
 
 
-def test_three_profiles_are_shipped():
-    assert {p.stem for p in SHIPPED} == {"lcd_panel", "magnetic_tile", "sparse"}
+def test_the_shipped_profiles():
+    assert {p.stem for p in SHIPPED} == {"lcd_panel", "lcd_quadrants", "magnetic_tile", "sparse"}
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)

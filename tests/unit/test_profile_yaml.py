@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inspector.errors import ConfigError, ProfileError
-from inspector.yamlloc import MAX_DEPTH, Checker, join_path, parse_yaml
-from inspector.yamlspec import (
+from inspector.yamlio.located import MAX_DEPTH, Checker, join_path, parse_yaml
+from inspector.yamlio.spec import (
     Key,
     ListOf,
     Nullable,

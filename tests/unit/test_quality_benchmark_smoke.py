@@ -154,7 +154,7 @@ def test_baselines_run_end_to_end(handful):
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=30), st.floats(0.01, 0.99))
 @settings(max_examples=60, deadline=None)
 def test_tiling_threshold_is_an_ok_bias(scores, thr):
-    from inspector.runtime.operating_point import verdicts_at
+    from inspector.policy.operating_point import verdicts_at
 
     rng = np.random.default_rng(len(scores))
     sc = {"score": np.asarray(scores), "cls": rng.integers(1, len(CLASSES), len(scores))}
@@ -183,7 +183,7 @@ def test_picked_threshold_survives_the_ok_bias_exactly(frames):
     # The threshold picked on a set of frames, re-expressed as the operating point's ok
     # bias logit(threshold), gives the same verdicts on those very frames: no frame sits
     # on the threshold for rounding to decide (the as-run check compares them exactly).
-    from inspector.runtime.operating_point import verdicts_at
+    from inspector.policy.operating_point import verdicts_at
 
     sc = {
         "score": np.array([s for s, _ in frames]),

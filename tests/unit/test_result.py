@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inspector.runtime.result import (
+from inspector.station.result import (
     SCHEMA,
     GlimpsePoint,
     Result,

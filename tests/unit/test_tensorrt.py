@@ -1,4 +1,4 @@
-"""inspector.export.tensorrt and inspector.runtime.trt_backend.
+"""inspector.export.tensorrt and inspector.policy.trt_backend.
 
 Everything that needs no GPU runs everywhere. The engine builds and the parity
 checks against ONNX Runtime need TensorRT 10 and a CUDA device; without them
@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from inspector.errors import ExportError, MissingDependencyError, ModelError
 from inspector.export import tensorrt as trtx
-from inspector.runtime.policy import INPUT_NAMES, OUTPUT_NAMES, ModelMeta
+from inspector.policy.base import INPUT_NAMES, OUTPUT_NAMES, ModelMeta
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -135,7 +135,7 @@ def test_tiny_model_runs_in_onnxruntime(onnx_file: Path) -> None:
 
 def test_modules_import_without_tensorrt() -> None:
     code = (
-        "import sys, inspector.export.tensorrt, inspector.runtime.trt_backend; "
+        "import sys, inspector.export.tensorrt, inspector.policy.trt_backend; "
         "print(sorted(m for m in ('tensorrt', 'cuda', 'torch') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -167,7 +167,7 @@ def test_build_engine_without_tensorrt_says_what_to_install(
 
 @needs_no_trt
 def test_policy_without_tensorrt_says_what_to_install(onnx_file: Path, tmp_path: Path) -> None:
-    from inspector.runtime.trt_backend import TensorRTPolicy
+    from inspector.policy.trt_backend import TensorRTPolicy
 
     engine = tmp_path / "tiny.engine"
     engine.write_bytes(b"not really an engine")
@@ -401,7 +401,7 @@ def test_calibration_dir_reads_npz_files(tmp_path: Path) -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "inspector.export.tensorrt", *args],
+        [sys.executable, "-m", "inspector.commands.engine", *args],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -485,7 +485,7 @@ def test_engine_matches_onnxruntime(
 def test_policy_runs_odd_batches_and_acts(gpu_onnx: Path, tmp_path: Path) -> None:
     import onnxruntime as ort
 
-    from inspector.runtime.trt_backend import TensorRTPolicy
+    from inspector.policy.trt_backend import TensorRTPolicy
 
     engine = trtx.build_engine(gpu_onnx, tmp_path / "m.engine", fp16=False, max_batch=4)
     meta = trtx.read_onnx_meta(gpu_onnx)
@@ -561,7 +561,7 @@ def test_device_memory_round_trips_on_a_gpu(kind: str, monkeypatch) -> None:
     reason = _cuda_reason()
     if reason is not None:
         pytest.skip(reason)
-    from inspector.runtime.trt_backend import DeviceMemory
+    from inspector.policy.trt_backend import DeviceMemory
 
     if kind == "cuda-python":
         if trtx.import_cudart() is None:
@@ -570,7 +570,9 @@ def test_device_memory_round_trips_on_a_gpu(kind: str, monkeypatch) -> None:
         torch = pytest.importorskip("torch")
         if not torch.cuda.is_available():
             pytest.skip("torch here has no CUDA")
-        monkeypatch.setattr(trtx, "import_cudart", lambda: None)
+        from inspector.policy import trt_engine
+
+        monkeypatch.setattr(trt_engine, "import_cudart", lambda: None)
     mem = DeviceMemory()
     try:
         assert mem.kind == kind

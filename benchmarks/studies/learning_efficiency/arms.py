@@ -183,8 +183,8 @@ def run_one(
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from inspector.runtime.torch_backend import meta_for_model
     from inspector.train.runner import pretrain, pretrain_perception
+    from inspector.train.torch_policy import meta_for_model
 
     torch.set_num_threads(1)
     prof, hybrid, plain, cfg = arm_config(
@@ -258,8 +258,8 @@ def evaluation(model, meta, seed: int, parts: int, calibrate: int, steps: int) -
     :param calibrate: also score them at the ok bias chosen on this many other parts
         (:func:`calibrated_eval`; 0: not).
     """
-    from inspector.runtime.torch_backend import TorchPolicy
     from inspector.train.evaluate import metrics, run_parts
+    from inspector.train.torch_policy import TorchPolicy
 
     pol = TorchPolicy(model, meta)
     camera = {**current().camera, "seed": 10_000 + seed}
@@ -290,7 +290,7 @@ def calibrated_eval(policy, seed: int, parts: int, labels, decisions) -> dict:
         at bias 0 (:func:`inspector.train.evaluate.run_parts`).
     :returns: ``ok_bias``, ``accuracy`` and ``per_class_recall`` at that bias.
     """
-    from inspector.runtime.operating_point import choose_bias, verdicts_at
+    from inspector.policy.operating_point import choose_bias, verdicts_at
     from inspector.train.evaluate import decision_probabilities, part_probabilities
 
     meta = policy.meta

@@ -19,7 +19,7 @@ def search_ceiling(parts: int, seed: int = 0) -> dict:
     task's target is reachable at all within the step budget.
     """
     from inspector.env import InspectionEnv
-    from inspector.train.teacher import ScriptedTeacher
+    from inspector.teacher import ScriptedTeacher
 
     prof, _, _ = arm_setup("b")
     camera = {**current().camera, "seed": 10_000 + seed}

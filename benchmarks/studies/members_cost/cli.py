@@ -58,6 +58,10 @@ def record(run: Path, label: str, note: str = "") -> dict:
         f" {asked['distill_timesteps']} --seed {asked['seed']} --parallel 1"
     )
     rows = [{k: v for k, v in r.items() if k != "path"} for r in summary["rows"]]
+    for row, r in zip(rows, summary["rows"]):  # a summary from before rows had the bias
+        report = Path(r["path"]) / "report.json"
+        if row.get("ok_bias") is None and report.is_file():
+            row["ok_bias"] = json.loads(report.read_text()).get("ok_bias")
     costs = {}
     for r in summary["rows"]:
         path = Path(r["path"]) / "cost.json"

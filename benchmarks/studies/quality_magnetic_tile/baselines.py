@@ -139,7 +139,7 @@ def frame_metrics(
     pixel_fractions: Sequence[float],
 ) -> dict[str, Any]:
     """``eval``'s metrics for verdicts that did not come from an agent episode."""
-    from inspector.runtime.agent import Decision
+    from inspector.policy.agent import Decision
     from inspector.train.evaluate import metrics
 
     decisions = [

@@ -33,7 +33,7 @@ def run_ensemble(
     val_episodes: int = 100_000,
     test_episodes: int = 100_000,
 ) -> dict[str, Any]:
-    """The verdict ensemble (:mod:`inspector.runtime.ensemble`) of the saved agent runs
+    """The verdict ensemble (:mod:`inspector.policy.ensemble`) of the saved agent runs
     ``key`` with ``seeds`` (lead first) at ``budget_s``: test figures and the goal's
     operating point (its own bias, chosen on val), training nothing.
 
@@ -43,8 +43,8 @@ def run_ensemble(
 
     :raises RuntimeError: a member's run or saved result is missing.
     """
-    from inspector.runtime.backends import load_policy
-    from inspector.runtime.ensemble import EnsemblePolicy
+    from inspector.policy.ensemble import EnsemblePolicy
+    from inspector.train.torch_policy import load_any_policy
 
     if len(seeds) < 2 or len(set(seeds)) != len(seeds):
         raise RuntimeError(f"an ensemble needs two or more different seeds, got {list(seeds)}")
@@ -57,7 +57,7 @@ def run_ensemble(
                 f"ensemble: no saved run {name} (its best/ model and result); train it first"
                 f" with --seed {seed} --budget-min {budget_s / 60:g} and the same agent flags"
             )
-        members.append(load_policy(best, allow_torch=True))
+        members.append(load_any_policy(best))
         saved.append(result.data)
     policy = EnsemblePolicy(members, names=[f"seed {s}" for s in seeds])
     test, op = policy_test_figures(policy, root, val_episodes, test_episodes)

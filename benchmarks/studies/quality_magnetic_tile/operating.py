@@ -36,7 +36,7 @@ def operating_point(
         probabilities are those of the run that produced the saved result.
     """
     from inspector.errors import InspectorError
-    from inspector.runtime.operating_point import choose_bias, defect_auroc, rates_at
+    from inspector.policy.operating_point import choose_bias, defect_auroc, rates_at
 
     (pv, yv), (pt, yt) = val, test
     out: dict[str, Any] = {
@@ -54,9 +54,9 @@ def operating_point(
 
 def load_agent(model_dir: Path) -> Any:
     """A saved agent run (its model.zip) as a torch policy, as the product loads it."""
-    from inspector.runtime.backends import load_policy
+    from inspector.train.torch_policy import load_any_policy
 
-    return load_policy(model_dir, allow_torch=True)
+    return load_any_policy(model_dir)
 
 
 def policy_probs(

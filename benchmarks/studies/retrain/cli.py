@@ -60,11 +60,11 @@ def result_path(config: dict[str, Any]) -> Path:
 def measure(args: argparse.Namespace, config: dict[str, Any], mt: Path) -> dict[str, Any]:
     """Train the base (unless given), import the footage, retrain, evaluate both on test."""
     from inspector.footage.importers import import_footage
-    from inspector.footage.retrain import evaluate_all, retrain
     from inspector.footage.store import FootageStore
-    from inspector.runtime.backends import load_policy
     from inspector.train.config import TrainConfig
     from inspector.train.runner import train_run
+    from inspector.train.torch_policy import load_any_policy
+    from inspector.workflows.retrain import evaluate_all, retrain
 
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_retrain_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -94,7 +94,7 @@ def measure(args: argparse.Namespace, config: dict[str, Any], mt: Path) -> dict[
     test = {"path": str(mt), "manifest": "splits.csv", "split": "test"}
 
     def on_test(run: Path) -> dict:
-        policy = load_policy(run, allow_torch=True)
+        policy = load_any_policy(run)
         return evaluate_all(policy, "folder", test, truth_ok_class="free")
 
     record = {

@@ -36,7 +36,7 @@ def score(val: tuple, test: tuple, outcome_matrix: np.ndarray, fa: float = FA_CE
 
     :param val: (probs [N, C], labels [N]) of the val parts; ``test`` likewise.
     """
-    from inspector.runtime.operating_point import defect_auroc, verdicts_at
+    from inspector.policy.operating_point import defect_auroc, verdicts_at
 
     (pv, yv), (pt, yt) = val, test
     thr = threshold_at(1.0 - pv[yv == 0, 0], fa)

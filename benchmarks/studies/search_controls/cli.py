@@ -232,7 +232,7 @@ def reproduce(argv: list[str]) -> str:
 
 def write_report(s: dict, sections, out: Path, args, argv) -> int:
     """The report from every saved run and evaluation of this mode and budget."""
-    from benchmarks.studies.search_controls import analysis, report
+    from benchmarks.studies.search_controls import analysis, plot, report
 
     records = _load(out / TRAINED, s["budget"])
     evals = _load(out / "evals", s["budget"])
@@ -242,14 +242,12 @@ def write_report(s: dict, sections, out: Path, args, argv) -> int:
     # A quick run never replaces the published section (unless --doc names a report).
     write = not args.no_write and (s["mode"] == "full" or args.doc != harness.DOC)
     png_dir = args.doc.parent if write else out
-    parts = []
+    parts = report.runs_note(records)
     controls = {n: e for n, e in evals.items() if e["fixed"]}
     if controls:
         mean = analysis.mean_rows([e["rows"] for e in controls.values()])
         png = png_dir / "search_controls_quadrants.png"
-        report.plot_controls(
-            mean, png, "Quadrants task: one trained model's heads under each driver"
-        )
+        plot.plot_controls(mean, png, "Quadrants task: one trained model's heads under each driver")
         parts += report.controls_section(controls, mean, png, s)
     levers_runs = {
         n: e
@@ -263,9 +261,10 @@ def write_report(s: dict, sections, out: Path, args, argv) -> int:
     command = reproduce(argv if argv is not None else sys.argv[1:])
     title = "Does the learned search earn its keep? (issue #27)"
     if write:
-        harness.write_section("search_controls", title, body, command, doc=args.doc,
-                              keep_measured=args.report_only)  # fmt: skip
-    (out / "report.md").write_text(body)
+        # Runs accumulate over sessions: "Measured" is when this report was put together.
+        harness.write_section("search_controls", title, body, command, doc=args.doc)
+    else:  # kept beside the runs instead
+        (out / "report.md").write_text(body)
     print(body)
     return 0
 

@@ -1,6 +1,6 @@
 """Drive one trained policy's perception and verdict heads by different scans.
 
-The policy is the product's (:class:`~inspector.runtime.policy.Policy`): its class
+The policy is the product's (:class:`~inspector.policy.base.Policy`): its class
 probabilities are read after every glimpse, whoever chose the glimpse. The learned
 agent chooses its own (its move head, as the station runs it); the fixed drivers
 place native glimpses themselves through :meth:`Scanner.look_at
@@ -19,7 +19,7 @@ the same scanner code as the agent's:
 
 A fixed scan of k glimpses is the first k of its sequence, so one pass per part gives
 every k. The learned agent's capped runs are its own trajectory cut after b actions,
-judged then by its verdict head (what :func:`~inspector.runtime.agent.run_episode`
+judged then by its verdict head (what :func:`~inspector.policy.agent.run_episode`
 does when the budget runs out), so one pass gives every cap too.
 """
 

@@ -1,7 +1,7 @@
 """The engineer's levers: the step cost (retrained) and the outcome values (not retrained).
 
 Outcome values: the verdict on ``stop`` is the class with the highest expected outcome
-reward under the profile's outcome matrix (:func:`~inspector.runtime.policy.decide_verdict`),
+reward under the profile's outcome matrix (:func:`~inspector.policy.base.decide_verdict`),
 so changing a false-alarm cost changes the verdicts of a trained agent at once, on the
 same search and the same class probabilities. :func:`outcome_value_rows` re-decides one
 agent's test parts under each false-alarm cost and scores the verdicts under that cost,
@@ -35,7 +35,7 @@ def outcome_value_rows(profile, probs: np.ndarray, labels: np.ndarray) -> list[d
     :param probs: [N, C] class probabilities at each part's decision (one trained agent).
     :param labels: [N] true class indices (0: ok).
     """
-    from inspector.runtime.operating_point import verdicts_at
+    from inspector.policy.operating_point import verdicts_at
 
     zero = np.array([0.0])
     base = verdicts_at(probs, outcome_matrix(profile, AS_TRAINED), zero)[0]

@@ -167,56 +167,6 @@ def agent_notes(evals: dict[str, dict]) -> list[str]:
     return out
 
 
-def plot_controls(mean_rows: list[dict], path: Path, title: str) -> None:
-    """Recall at the operating point, AUROC and accuracy against mean glimpses."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
-    lines = {
-        "raster": ("tab:blue", "-"),
-        "raster max": ("tab:blue", ":"),
-        "random": ("tab:orange", "-"),
-        "random max": ("tab:orange", ":"),
-        "walk": ("tab:brown", "-"),
-        "walk max": ("tab:brown", ":"),
-        "agent cap": ("tab:green", "--"),
-    }
-    marks = {
-        "overview": ("k", "s"),
-        "tiling": ("tab:purple", "D"),
-        "tiling max": ("tab:purple", "d"),
-        "agent": ("tab:red", "*"),
-    }
-    keys = (
-        ("recall", f"recall at <= {analysis.FA_CEILING:.0%} false alarms"),
-        ("auroc", "defect AUROC"),
-        ("accuracy", "accuracy"),
-    )
-    for ax, (key, label) in zip(axes, keys):
-        for d, (c, ls) in lines.items():
-            pts = sorted((r["glimpses"], r[key]) for r in mean_rows if r["driver"] == d)
-            if pts:
-                ax.plot(*zip(*pts), ls, color=c, marker=".", label=DRIVER_WORDS[d])
-        for d, (c, m) in marks.items():
-            for r in (r for r in mean_rows if r["driver"] == d):
-                ax.plot(r["glimpses"], r[key], m, color=c, ms=12 if d == "agent" else 8,
-                        label=DRIVER_WORDS[d])  # fmt: skip
-        ax.set_xlabel("mean glimpses per part (overview included)")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    seen = dict(zip(labels, handles))
-    fig.legend(seen.values(), seen.keys(), loc="lower center", ncol=5, fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
 def step_cost_table(evals: dict[str, dict], records: dict[str, dict]) -> tuple[str, list[str]]:
     """The step-cost lever: trained agents' mean glimpses against recall."""
     rows, pts = [], []
@@ -474,10 +424,41 @@ def claim_notes(records: dict[str, dict], target: float) -> list[str]:
         f"The design notes' claims beside this measurement {n}, redistribution + process"
         " terms (`exp`) against outcome rewards alone (`outcome`), both on the supervised stack:",
         f"- claim: {CLAIMS[0]}; measured: {steps:.2f}x (steps to {target:.0%}; a run that"
-        " never reaches it counts as its budget).",
+        " never reaches it counts as its budget"
+        + (
+            "; every run of both reached it at its first evaluation, right after the shared"
+            " pretraining, so on this stack the steps cannot tell the rewards apart"
+            if all(hit(r) == r["curve"][0]["steps"] for r in base + full)
+            else ""
+        )
+        + "). Against sparse PPO without the supervised part, see the learning-efficiency"
+        " section.",
         f"- claim: {CLAIMS[1]}; measured: {glim:.2f}x (outcome-only glimpses / exp glimpses;"
         " above 1 means exp looks at fewer).",
         f"- claim: {CLAIMS[2]}; measured: "
         + (f"{fewer:.0%} fewer" if fewer is not None else "undefined (no false alarm in either)")
         + f" (false alarms as trained: {fa_b:.3f} outcome-only, {fa_f:.3f} exp).",
+    ]
+
+
+def runs_note(records: dict[str, dict]) -> list[str]:
+    """Which trained runs the report rests on, and what one cost."""
+    groups: dict[str, list[dict]] = {}
+    for r in records.values():
+        key = r["arm"] if r["step_cost"] == 0.01 else f"{r['arm']} at step cost {r['step_cost']:g}"
+        groups.setdefault(key, []).append(r)
+    parts = []
+    for k, rs in sorted(groups.items()):
+        seeds = sorted(r["seed"] for r in rs)
+        parts.append(f"{k}: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}")
+    fresh = [r["wall_s"] for r in records.values() if not r.get("pretrained_reused")]
+    reused = [r["wall_s"] for r in records.values() if r.get("pretrained_reused")]
+    cost = f"{np.median(fresh) / 60:.0f} min per run with its pretraining" if fresh else ""
+    if reused:
+        cost += f"{', ' if cost else ''}{np.median(reused) / 60:.0f} min reusing the seed's"
+    return [
+        "Trained runs this report rests on (each a model under runs/search_controls/full/):"
+        f" {'; '.join(parts)}. Wall time on this 2-core machine, shared with other work"
+        f" (one torch thread): {cost}.",
+        "",
     ]

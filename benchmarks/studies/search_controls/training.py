@@ -239,7 +239,7 @@ def save_result(path: Path, config: dict, result: dict) -> dict:
 
 def agent_policy(model: Any, prof: Any):
     """The product's torch policy over a trained model (the profile's decision rule)."""
-    from inspector.runtime.torch_backend import TorchPolicy, meta_for_model
+    from inspector.train.torch_policy import TorchPolicy, meta_for_model
 
     return TorchPolicy(model, meta_for_model(model, prof))
 

@@ -26,7 +26,7 @@ def is_loopback(host: str) -> bool:
 class ConsoleSection:
     """The operator console: a live web page of the station (see docs/console.md).
 
-    :param enabled: serve the console (``--console`` also turns it on).
+    :param enabled: serve the console.
     :param host: address it listens on. Loopback (the default) needs no token; any other
         address requires ``token`` or ``token_env``.
     :param port: TCP port (0: a free one, printed at start).

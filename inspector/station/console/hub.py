@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import FootageError
+from inspector.geometry import glimpse_boxes
 from inspector.station.console.config import ConsoleSection
-from inspector.station.console.geometry import glimpse_boxes
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +103,11 @@ class ConsoleHub:
         while not self.closed:
             now = time.monotonic()
             if now >= status_at:
-                self.broadcast("status", self.status())
                 status_at = now + 1.0
+                try:
+                    self.broadcast("status", self.status())
+                except Exception as exc:  # the page misses one status, the console goes on
+                    log.error("console: status: %s", exc)
             if not self._incoming:
                 self._idle = True
                 if not self._incoming:  # offered between the check and the flag
@@ -118,7 +121,10 @@ class ConsoleHub:
             self._idle = False
             batch = []
             while self._incoming:
-                batch.append(self._take(*self._incoming.popleft()))
+                try:
+                    batch.append(self._take(*self._incoming.popleft()))
+                except Exception as exc:  # one odd part must not stop the console
+                    log.error("console: part not shown: %s", exc)
             self.broadcast("parts", [p.doc for p in batch])
             await asyncio.sleep(1.0 / MAX_BATCHES_PER_S)
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import FootageError, MissingDependencyError, StationError
-from inspector.station.console.config import ConsoleSection
+from inspector.station.console.config import ConsoleSection, is_loopback
 from inspector.station.console.hub import ConsoleHub
 
 log = logging.getLogger(__name__)
@@ -79,13 +79,20 @@ class Access:
         )
 
     def allowed(self, request: Any) -> bool:
-        """The request carries a session cookie or a bearer token."""
+        """The request carries a session cookie or a bearer token (or needs none)."""
         if self.open:
-            return True
+            # Without a token only a loopback name may be in Host: a web page that rebinds
+            # its own DNS name to 127.0.0.1 must not reach the console through the browser.
+            return loopback_host(request.headers.get("host", ""))
         if request.cookies.get(COOKIE) in self.sessions:
             return True
         auth = request.headers.get("authorization", "")
         return auth.startswith("Bearer ") and self.token_ok(auth[7:])
+
+    def deny(self, request: Any) -> Any:
+        """Refuse a request that :meth:`allowed` turned down, saying why."""
+        why = "not a loopback Host header" if self.open else "bad or missing token"
+        return self.refuse(request, why)
 
     def refuse(self, request: Any, why: str) -> Any:
         """Log and answer 401."""
@@ -95,6 +102,12 @@ class Access:
         log.warning("console: refused %s %s from %s: %s", request.method, request.url.path,
                     _client(request), why)  # fmt: skip
         return JSONResponse({"error": why}, status_code=401, headers=_HEADERS)
+
+
+def loopback_host(host: str) -> bool:
+    """Whether a ``Host`` header names this machine's loopback (any port)."""
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    return is_loopback(name.strip("[]").lower())
 
 
 def _same_origin(request: Any) -> bool:
@@ -127,6 +140,8 @@ def build_app(hub: ConsoleHub, access: Access) -> Any:
         ) from None
 
     async def index(request: Any) -> Any:
+        if access.open and not access.allowed(request):
+            return access.deny(request)
         page = "index.html" if access.allowed(request) else "login.html"
         return FileResponse(STATIC / page, headers=_HEADERS)
 
@@ -177,14 +192,14 @@ def build_app(hub: ConsoleHub, access: Access) -> Any:
 
     async def state(request: Any) -> Any:
         if not access.allowed(request):
-            return access.refuse(request, "bad or missing token")
+            return access.deny(request)
         return JSONResponse({"info": hub.info(), "status": hub.status(),
                              "parts": [p.doc for p in hub.parts.values()],
                              "review": hub.review_docs()}, headers=_HEADERS)  # fmt: skip
 
     async def events(request: Any) -> Any:
         if not access.allowed(request):
-            return access.refuse(request, "bad or missing token")
+            return access.deny(request)
         q = hub.subscribe()
 
         async def stream() -> Any:
@@ -208,7 +223,7 @@ def build_app(hub: ConsoleHub, access: Access) -> Any:
 
     async def frame(request: Any) -> Any:
         if not access.allowed(request):
-            return access.refuse(request, "bad or missing token")
+            return access.deny(request)
         data = await hub.jpeg(request.path_params["pid"])
         if data is None:
             return JSONResponse({"error": "no such part held"}, status_code=404)
@@ -217,7 +232,7 @@ def build_app(hub: ConsoleHub, access: Access) -> Any:
 
     async def feedback(request: Any) -> Any:
         if not access.allowed(request):
-            return access.refuse(request, "bad or missing token")
+            return access.deny(request)
         if not _same_origin(request):
             return access.refuse(request, "cross-origin request")
         if not request.headers.get("content-type", "").startswith("application/json"):

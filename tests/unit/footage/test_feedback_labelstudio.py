@@ -16,7 +16,7 @@ from inspector.footage.feedback import (
 )
 from inspector.footage.labelstudio import export_tasks, import_annotations, read_export
 from inspector.footage.store import FootageStore, frame_hash
-from inspector.runtime.result import Result
+from inspector.station.result import Result
 
 CLASSES = ["ok", "line", "point"]
 SCAN = {"glimpse": 32, "zoom_levels": 3}

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from stable_baselines3.common.logger import configure
 
 from inspector.errors import InspectorError, ModelError
-from inspector.runtime.torch_backend import EnsembleGraph, PolicyGraph
 from inspector.scan import ACTIONS
 from inspector.train.cluster import import_ray, local_parallelism, member_cpus
 from inspector.train.config import TrainConfig
@@ -23,6 +22,7 @@ from inspector.train.distill import (
     is_ensemble_dir,
     write_ensemble,
 )
+from inspector.train.torch_policy import EnsembleGraph, PolicyGraph
 from tests.unit.rrm.test_buffer import collect, tiny_model, tiny_profile
 
 

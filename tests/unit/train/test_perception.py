@@ -38,7 +38,7 @@ def test_crops_are_native_glimpses_and_defect_crops_hold_their_defect():
 
 def test_crops_from_every_level_are_the_scanners_glimpses_and_show_their_defect():
     from inspector.scan import Scanner
-    from inspector.train.teacher import defect_visible
+    from inspector.teacher import defect_visible
 
     prof = tiny_profile()
     data = glimpse_samples(_make(prof), 150, seed=5, levels="all")

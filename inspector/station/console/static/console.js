@@ -182,11 +182,13 @@
         (out.outcome ? " (" + out.outcome + ")" : "") + ", stored as frame " + out.frame_id.slice(0, 12));
   }
 
-  function addParts(list) {
+  function addParts(list, live) {
     const now = Date.now() / 1000;
     for (const d of list) {
-      probe.parts += 1;
-      if (probe.latencies.length < 20000) probe.latencies.push(now - d.offered_at);
+      if (live) {
+        probe.parts += 1;
+        if (probe.latencies.length < 20000) probe.latencies.push(now - d.offered_at);
+      }
       if (!state.parts.has(d.id)) state.order.push(d.id);
       state.parts.set(d.id, d);
     }
@@ -237,7 +239,7 @@
     a.textContent = s.alarms.join(" \u00b7 ");
     const rows = [["parts", s.parts], ["ok", s.verdicts.ok], ["defect", s.verdicts.defect],
                   ["error results", s.error_results]];
-    for (const c of (state.info ? state.info.classes : [])) rows.push(["  " + c, s.labels[c] || 0]);
+    for (const c of (state.info ? state.info.classes : [])) rows.push(["class " + c, s.labels[c] || 0]);
     const f = s.feedback;
     rows.push(["operator confirmed", f.confirmed], ["operator corrected", f.corrected],
               ["confirmed false alarms", f.false_alarms], ["confirmed misses", f.misses]);
@@ -259,7 +261,7 @@
     state.parts.clear(); state.order = []; state.review = h.review;
     if (!h.info.feedback) say("feedback is off: set console.store in the station config");
     renderStatus(h.status);
-    addParts(h.parts);
+    addParts(h.parts, false);
   }
 
   function connect() {
@@ -267,7 +269,7 @@
     es.addEventListener("open", () => pill("conn", "live", "good"));
     es.addEventListener("error", () => pill("conn", "reconnecting", "bad"));
     es.addEventListener("hello", (e) => onHello(JSON.parse(e.data)));
-    es.addEventListener("parts", (e) => addParts(JSON.parse(e.data)));
+    es.addEventListener("parts", (e) => addParts(JSON.parse(e.data), true));
     es.addEventListener("status", (e) => renderStatus(JSON.parse(e.data)));
     es.addEventListener("feedback", (e) => onFeedback(JSON.parse(e.data)));
   }

@@ -1,0 +1,599 @@
+"""The inspection station: camera -> agent -> Result -> outbox -> MQTT, footage and metrics.
+
+For each part the station grabs a frame, runs the agent with
+:func:`inspector.policy.agent.run_episode` (the same :class:`~inspector.scan.Scanner`
+the training environment uses), builds a :class:`~inspector.station.result.Result`,
+records the frame in the footage store (the reference goes into the result), and
+hands the result to the :class:`~inspector.station.reporter.Reporter`, whose committer
+thread commits it to the outbox (group commit) and then publishes it. A corrupt frame,
+a camera timeout or a failed inspection becomes an error result, is counted, and the
+station carries on. While the outbox is full the station takes no new part (it never
+drops a result).
+
+``inspector run --config STATION.yaml`` calls :func:`run_station`; tests and the
+benchmark build a :class:`Station` directly and may hand it their own camera,
+recorder or reporter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+import numpy as np
+
+from inspector.errors import InspectorError, ModelError, StationError
+from inspector.files import sha256_file
+from inspector.policy.agent import run_episode
+from inspector.station.camera_feed import (
+    CameraEnded,
+    CameraFailed,
+    CameraFeed,
+    CameraTimeout,
+    check_frame,
+)
+from inspector.station.config import (
+    StationConfig,
+    check_profile,
+    load_station_policy,
+)
+from inspector.station.metrics import StationMetrics
+from inspector.station.mqtt import Publisher, Trigger
+from inspector.station.reporter import Reporter
+from inspector.station.result import Result
+
+log = logging.getLogger(__name__)
+
+
+class FootageRecorder(Protocol):
+    """What the station needs from a footage store (``FootageWriter`` is one)."""
+
+    def record(self, image: np.ndarray | None, result: dict[str, Any]) -> str | None:
+        """Keep the frame if the keep policy says so; return its reference or None.
+
+        A recorder may write in the background; the station calls its ``close()`` (when
+        it has one) at shutdown and counts its ``errors`` attribute (when it has one).
+        """
+
+
+# -- the station --------------------------------------------------------------------------
+class Station:
+    """One station: call :meth:`run`; :meth:`request_stop` (signal-safe) ends it.
+
+    :param config: a validated :class:`StationConfig` (checked again here).
+    :param camera_factory: opens the camera (default: ``open_camera`` with the config);
+        called again to reopen after a failure.
+    :param recorder: footage recorder (default: a ``FootageWriter`` when ``footage.path``).
+    :param reporter: what commits and publishes (default: outbox + MQTT publisher).
+    :param out: where the banner and the status line go (default stderr).
+    :raises InspectorError: the model, profile, outbox, broker settings or metrics port
+        cannot be used (before any part is taken).
+    """
+
+    def __init__(
+        self,
+        config: StationConfig,
+        *,
+        camera_factory: Callable[[], Any] | None = None,
+        recorder: FootageRecorder | None = None,
+        reporter: Any = None,
+        out: TextIO | None = None,
+    ) -> None:
+        self.cfg = config.check()
+        self.out = out if out is not None else sys.stderr
+        self._stop = threading.Event()
+        self._ended = False
+        self.policy = load_station_policy(config.model)
+        self.meta = self.policy.meta
+        self.model_sha256 = sha256_file(config.model.path)
+        self.profile, warnings = check_profile(self.policy, config.profile)
+        for w in warnings:
+            log.warning("%s", w)
+        self.budget = int(
+            self.meta.step_budget or (self.profile.step_budget if self.profile else 0)
+        )
+        if self.budget < 1:
+            raise ModelError(f"{config.model.path}: no step budget in the model; give a profile")
+        self.scanner = self._scanner()
+        self.profile_name = self.profile.name if self.profile else self.meta.profile_name
+        self.profile_sha256 = self.profile.sha256 if self.profile else self.meta.profile_sha256
+        self.ok_class = self.profile.ok_class if self.profile else self.meta.classes[0]
+        self._camera_factory = camera_factory or self._open_configured_camera
+        self.feed: CameraFeed | None = None
+        self._driver_reconnects = 0
+        self._camera_retry_at = 0.0
+        self.metrics = StationMetrics()
+        self.recorder = recorder if recorder is not None else self._footage()
+        self.publisher: Publisher | None = None
+        self._jsonl: TextIO | None = None
+        self._own_reporter = reporter is None
+        self.reporter = reporter if reporter is not None else self._reporter()
+        self._last_status = 0.0
+        self._full_since: float | None = None
+        self._thread_errors: dict[str, int] = {}  # see _count_errors
+        self._publishing = False
+        self._closed = False
+        self.console: Any = None  # the operator console, when config.console.enabled
+
+    # -- set-up ----------------------------------------------------------------------
+    def _scanner(self) -> Any:
+        from inspector.scan import Scanner
+
+        try:
+            return Scanner.from_metadata(self.meta, self.budget)
+        except ModelError as exc:
+            raise ModelError(f"{self.cfg.model.path}: {exc}") from None
+
+    def _open_configured_camera(self) -> Any:
+        from inspector.camera import open_camera
+
+        return open_camera(self.cfg.camera.driver, self.cfg.camera.params or {})
+
+    def _footage(self) -> FootageRecorder | None:
+        f = self.cfg.footage
+        if not f.path:
+            return None
+        from inspector.footage.writer import FootageWriter
+
+        return FootageWriter(
+            f.path,
+            keep_ok_every=f.keep.ok_one_in,
+            low_confidence=f.keep.low_confidence_below,
+            max_bytes=int(f.max_size_mb * 1024 * 1024),
+            keep_errors=f.keep.errors,
+            background=True,
+            queue_frames=f.queue_frames,
+        )
+
+    def _reporter(self) -> Reporter:
+        from inspector.station.outbox import Outbox
+
+        o = self.cfg.outbox
+        outbox = Outbox(o.path, limit=o.limit, synchronous=o.synchronous)
+        try:
+            if self.cfg.mqtt.enabled:
+                self.publisher = Publisher(self.cfg.mqtt_config(), outbox)
+        except BaseException:
+            outbox.close()
+            raise
+        # Background commit: the outbox's fsync overlaps the next part; the results log
+        # gets a line once a result is durable (on the committer thread).
+        return Reporter(outbox, self.publisher, background=True, on_committed=self._log_result)
+
+    def _log_result(self, result: Result) -> None:
+        if self._jsonl is not None:
+            self._jsonl.write(json.dumps(result.to_dict(), separators=(",", ":")) + "\n")
+            self._jsonl.flush()
+
+    def _say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def banner(self) -> list[str]:
+        """What the station runs, one line per item (printed at start)."""
+        c, m = self.cfg, self.meta
+        providers = getattr(self.policy, "providers", None)
+        backend = self.policy.backend + (f" [{', '.join(providers)}]" if providers else "")
+        params = ", ".join(f"{k}={v}" for k, v in (c.camera.params or {}).items())
+        lines = [
+            f"inspector station {c.station_id}",
+            f"  camera   {c.camera.driver}({params})",
+            f"  model    {c.model.path} sha256 {self.model_sha256} backend {backend}",
+            f"  profile  {self.profile_name or '-'} sha256 {self.profile_sha256 or '-'} "
+            f"classes {','.join(m.classes)} budget {self.budget}",
+            "  verdict  "
+            + (f"ok bias {m.ok_bias:+.2f} (calibrated)" if m.ok_bias else "as trained (ok bias 0)")
+            + (f", ensemble of {len(m.ensemble)} models" if m.ensemble else ""),
+            f"  trigger  {c.trigger.mode}",
+        ]
+        if self.publisher is not None:
+            mc = self.publisher.config
+            auth = f" user {mc.username}" if mc.username else ""
+            tls = " TLS" if mc.tls else ""
+            lines.append(
+                f"  broker   {mc.host}:{mc.broker_port}{tls}{auth} prefix {self.publisher.prefix}"
+            )
+        else:
+            lines.append("  broker   off (results stay in the outbox)")
+        outbox = getattr(self.reporter, "outbox", None)
+        if outbox is not None:
+            lines.append(f"  outbox   {outbox.path} depth {outbox.depth()} limit {outbox.limit}")
+        f = c.footage
+        lines.append(
+            f"  footage  {f.path} (defects, confidence < {f.keep.low_confidence_below:g}, "
+            f"1 in {f.keep.ok_one_in} ok; {f.max_size_mb:g} MB)"
+            if f.path
+            else "  footage  off"
+        )
+        return lines
+
+    def start(self) -> None:
+        """Open the camera, start the publisher and the metrics endpoint, print the banner.
+
+        :raises CameraError: the camera cannot be opened at start.
+        """
+        self._open_camera()
+        if self.publisher is not None:
+            self.publisher.start()
+            self._publishing = True
+        if self.cfg.metrics_port:
+            url = self.metrics.serve(self.cfg.metrics_port, self.cfg.metrics_host)
+            log.info("metrics on %s", url)
+        if self.cfg.results_jsonl:
+            p = Path(self.cfg.results_jsonl)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            self._jsonl = open(p, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if self.cfg.console.enabled:
+            from inspector.station.console import start_console
+
+            self.console = start_console(self)
+        for line in self.banner():
+            self._say(line)
+        if self.cfg.metrics_port:
+            self._say(f"  metrics  http://{self.cfg.metrics_host}:{self.cfg.metrics_port}/metrics")
+        if self.console is not None:
+            self._say(f"  console  {self.console.url}")
+        self._last_status = time.monotonic()
+
+    def _open_camera(self) -> None:
+        driver = self._camera_factory()
+        self.feed = CameraFeed(driver)
+        self._driver_reconnects = 0
+
+    def _reopen_camera(self) -> bool:
+        """Try to reopen the camera (rate-limited); True when it is open again."""
+        if self.feed is not None:
+            self.feed.close()
+            self.feed = None
+        now = time.monotonic()
+        if now < self._camera_retry_at:
+            return False
+        self._camera_retry_at = now + self.cfg.camera.reopen_delay_s
+        try:
+            self._open_camera()
+        except InspectorError as exc:
+            self.metrics.error("camera")
+            log.error("camera %s cannot be reopened: %s; retrying", self.cfg.camera.driver, exc)
+            return False
+        self.metrics.camera_reconnect()
+        log.warning("camera %s reopened", self.cfg.camera.driver)
+        return True
+
+    # -- the loop --------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Finish the current part and stop (safe from a signal handler)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """A stop was requested."""
+        return self._stop.is_set()
+
+    def run(self, max_parts: int | None = None) -> int:
+        """Inspect parts until stopped, ``max_parts`` are done or the source ends.
+
+        :param max_parts: stop after this many parts (error results included).
+        :returns: 0.
+        :raises StationError: outbox commits failed for ``outbox.commit_timeout_s``: the
+            station stopped; the message names the results it could not keep.
+        """
+        if self.feed is None:
+            self.start()
+        failure = None
+        try:
+            while not self._stop.is_set() and not self._ended:
+                if max_parts is not None and self.metrics.parts >= max_parts:
+                    break
+                failure = self._commit_failure()
+                if failure is not None:
+                    break
+                self._tick()
+                if not self._accepting():
+                    self._stop.wait(0.1)
+                    continue
+                if self.cfg.trigger.mode == "mqtt":
+                    trig = self.publisher.next_trigger(timeout=0.2) if self.publisher else None
+                    if trig is not None:
+                        self.step(trig)
+                else:
+                    self.step(None)
+        finally:
+            self.close()
+        if failure is not None:
+            lost = list(getattr(self.reporter, "lost", []))
+            what = "no result was lost"
+            if lost:
+                shown = ", ".join(lost[:10]) + (
+                    f" and {len(lost) - 10} more" if len(lost) > 10 else ""
+                )
+                what = f"{len(lost)} results could not be committed and are lost: {shown}"
+            raise StationError(f"stopped: {failure}; {what}")
+        return 0
+
+    def _commit_failure(self) -> str | None:
+        """Why the station must stop (commits failing for too long), or None."""
+        since = getattr(self.reporter, "failing_since", None)
+        if since is None:
+            return None
+        waited = time.monotonic() - since
+        if waited < self.cfg.outbox.commit_timeout_s:
+            return None
+        err = getattr(self.reporter, "last_commit_error", None) or "unknown error"
+        return f"outbox commits failed for {waited:.0f} s ({err})"
+
+    def _accepting(self) -> bool:
+        ok = bool(getattr(self.reporter, "accepting", True))
+        now = time.monotonic()
+        if not ok and self._full_since is None:
+            self._full_since = now
+            err = getattr(self.reporter, "last_commit_error", None)
+            if err:
+                self._say(f"[{self.cfg.station_id}] OUTBOX COMMITS FAIL ({err}): not taking parts")
+            else:
+                self._say(
+                    f"[{self.cfg.station_id}] OUTBOX FULL: not taking parts until the broker "
+                    "takes results"
+                )
+            self._status_line()
+        elif ok and self._full_since is not None:
+            waited = now - self._full_since
+            self._say(
+                f"[{self.cfg.station_id}] outbox below its limit after {waited:.1f} s: taking parts"
+            )
+            self._full_since = None
+        return ok
+
+    def step(self, trigger: Trigger | None = None) -> Result | None:
+        """Inspect one part (free-run: the next frame; trigger: a frame taken now) and report it.
+
+        :returns: the committed result, or None when no part was taken (camera down).
+        """
+        t0 = time.perf_counter()
+        frame, image = None, None
+        if self.feed is None and not self._reopen_camera():
+            if trigger is None:
+                self._stop.wait(0.1)
+                return None
+            result = self._failed("camera unavailable", trigger, "camera")
+        else:
+            try:
+                frame = self.feed.grab(self.cfg.camera.timeout_s, fresh=trigger is not None)
+            except CameraTimeout as exc:
+                result = self._failed(str(exc), trigger, "camera_timeout")
+            except CameraFailed as exc:
+                result = self._failed(f"camera error: {exc}", trigger, "camera")
+                self._reopen_camera()
+            except CameraEnded:
+                if not self.cfg.camera.reopen_on_end:
+                    log.warning("camera source ended: stopping")
+                    self._ended = True
+                    if trigger is None:
+                        return None
+                    result = self._failed("camera source ended", trigger, "camera")
+                else:
+                    self._reopen_camera()
+                    if trigger is None:
+                        return None
+                    result = self._failed("camera source ended; reopening", trigger, "camera")
+            else:
+                self._count_driver_reconnects()
+                result, image = self._inspect(frame, trigger)
+        self._record(result, image)
+        self._report(result)
+        self.metrics.part(result, time.perf_counter() - t0)
+        if self.console is not None:
+            self.console.offer(result, image)  # a deque append: never waits
+        return result
+
+    def _count_driver_reconnects(self) -> None:
+        stats = getattr(self.feed.driver, "stats", None) if self.feed else None
+        n = int(getattr(stats, "reconnects", 0) or 0)
+        if n > self._driver_reconnects:
+            self.metrics.camera_reconnect(n - self._driver_reconnects)
+            self._driver_reconnects = n
+
+    def _ids(self, trigger: Trigger | None) -> dict[str, Any]:
+        return {
+            "station": self.cfg.station_id,
+            "model_sha256": self.model_sha256,
+            "profile_name": self.profile_name,
+            "profile_sha256": self.profile_sha256,
+            "correlation_id": trigger.correlation_id if trigger else None,
+            "trigger_part_id": trigger.part_id if trigger else None,
+        }
+
+    def _failed(self, error: str, trigger: Trigger | None, kind: str, frame: Any = None) -> Result:
+        self.metrics.error(kind)
+        log.error("part failed: %s", error)
+        part = (trigger.part_id if trigger and trigger.part_id else None) or str(
+            getattr(frame, "part_id", "") or ""
+        )
+        ts = getattr(frame, "timestamp", None)
+        return Result.failed(part_id=part, error=error, captured_at=ts, **self._ids(trigger))
+
+    def _inspect(self, frame: Any, trigger: Trigger | None) -> tuple[Result, np.ndarray | None]:
+        try:
+            image = check_frame(frame)
+        except ValueError as exc:
+            return self._failed(f"corrupt frame: {exc}", trigger, "corrupt_frame", frame), None
+        part = trigger.part_id if trigger and trigger.part_id else str(frame.part_id)
+        try:
+            d = run_episode(self.policy, self.scanner, image, self.budget)
+            result = Result.decided(
+                part_id=part, classes=self.meta.classes, probabilities=d.probabilities,
+                label=d.verdict, glimpse_path=d.path, steps=d.steps,
+                captured_at=float(frame.timestamp), latency_ms=1e3 * d.latency_s,
+                ok_class=self.ok_class, **self._ids(trigger),
+            )  # fmt: skip
+        except Exception as exc:  # one bad part (or model output) never stops the station
+            log.debug("inspection failed", exc_info=True)
+            return self._failed(f"inspection failed: {exc}", trigger, "inspection", frame), image
+        return result, image
+
+    def _record(self, result: Result, image: np.ndarray | None) -> None:
+        if self.recorder is None:
+            return
+        try:
+            result.footage = self.recorder.record(image, result.to_dict())
+        except Exception as exc:  # a full disk must not cost the result
+            self.metrics.error("footage")
+            log.error("footage not recorded: %s", exc)
+
+    def _report(self, result: Result) -> None:
+        for attempt in range(10):
+            try:
+                self.reporter.report(result)
+                break
+            except StationError as exc:
+                self.metrics.error("outbox")
+                log.error("outbox commit failed (attempt %d): %s", attempt + 1, exc)
+                if attempt == 9:
+                    raise
+                time.sleep(0.5)
+        if not self._own_reporter:
+            self._log_result(result)  # a reporter given from outside has no callback
+
+    # -- status ----------------------------------------------------------------------
+    def _count_errors(self, kind: str, total: Any) -> None:
+        """Count as ``kind`` errors what a background thread's counter gained since last time.
+
+        The footage writer, the committer and the publisher log their own errors and only
+        keep a running total; this turns the new ones into metrics.
+        """
+        n = int(total or 0)
+        seen = self._thread_errors.get(kind, 0)
+        for _ in range(n - seen):
+            self.metrics.error(kind)
+        self._thread_errors[kind] = max(seen, n)
+
+    def _tick(self) -> None:
+        self.metrics.beat()
+        self._count_errors("footage", getattr(self.recorder, "errors", 0))
+        self._count_errors("outbox", getattr(self.reporter, "commit_errors", 0))
+        st = self.reporter.status() if hasattr(self.reporter, "status") else None
+        if st is not None:
+            self.metrics.link(
+                st.outbox_depth, st.outbox_full, st.connected, getattr(st, "dead_letters", 0)
+            )
+            self._count_errors("broker", st.errors)  # refused, lost, TLS
+        if time.monotonic() - self._last_status >= self.cfg.status_interval:
+            self._status_line(st)
+
+    def status_text(self, st: Any = None, word: str = "") -> str:
+        """The live status line (``word`` goes after the station id, e.g. ``stopped:``)."""
+        if st is None and hasattr(self.reporter, "status"):
+            st = self.reporter.status()
+        c = self.metrics.counts()
+        head = f"[{self.cfg.station_id}] {word + ' ' if word else ''}"
+        text = (
+            f"{head}parts {c['parts']} ok {c['ok']} defect {c['defect']} "
+            f"errors {c['errors']} | {self.metrics.rate():.1f} parts/s"
+        )
+        if st is not None:
+            if self.publisher is None:
+                broker = "off"
+            elif st.connected:
+                broker = "connected"
+            else:
+                broker = f"DOWN ({st.last_error})" if st.last_error else "connecting"
+            full = " FULL" if st.outbox_full else ""
+            dead = getattr(st, "dead_letters", 0)
+            full += f" ({dead} dead-lettered)" if dead else ""
+            text += f" | outbox {st.outbox_depth}{full} | broker {broker}"
+        return text
+
+    def _status_line(self, st: Any = None) -> None:
+        self._last_status = time.monotonic()
+        self._say(self.status_text(st))
+        if self.publisher is not None and self.publisher.connected:
+            self.publisher.update_status(self.metrics.counts())
+
+    # -- shutdown --------------------------------------------------------------------
+    def close(self) -> bool:
+        """Flush (bounded), publish status offline, close everything. Idempotent.
+
+        :returns: True when every result was acknowledged (or MQTT is off and nothing failed).
+        """
+        if self._closed:
+            return True
+        self._closed = True
+        if self.console is not None:
+            self.console.close()  # first: it reads the station, never after it is closed
+        if self.feed is not None:
+            self.feed.close()
+        if self.recorder is not None and hasattr(self.recorder, "close"):
+            try:
+                self.recorder.close()  # writes the frames still queued
+            except Exception as exc:
+                log.error("footage not closed cleanly: %s", exc)
+        ok, st = True, None
+        if hasattr(self.reporter, "drain"):
+            # Every decided part committed before the final flush and status.
+            ok = self.reporter.drain(self.cfg.outbox.flush_timeout_s)
+        if self.publisher is not None and self.publisher.connected:
+            self.publisher.update_status(self.metrics.counts())
+        if self.publisher is not None and self._publishing:
+            ok = self.publisher.flush(self.cfg.outbox.flush_timeout_s) and ok
+        if hasattr(self.reporter, "status"):
+            st = self.reporter.status()  # before the outbox closes: the final depth
+        if hasattr(self.reporter, "close"):
+            # Already flushed above; this publishes "offline" and closes the outbox.
+            ok = self.reporter.close(flush_timeout=0.0) and ok
+        if self._jsonl is not None:
+            self._jsonl.close()
+        self.metrics.close()
+        self.policy.close()
+        last = self.status_text(st, word="stopped:")
+        lost = list(getattr(self.reporter, "lost", []))
+        if lost:
+            # Never claim they were kept: they were not committed anywhere.
+            last += f" ({len(lost)} results could not be committed and are LOST)"
+        elif not ok:
+            last += " (unacknowledged results kept in the outbox for the next start)"
+        self._say(last)
+        return ok
+
+
+def run_station(config: StationConfig, max_parts: int | None = None) -> int:
+    """Run a station in the foreground until SIGTERM/SIGINT, ``max_parts`` or the source ends.
+
+    SIGTERM and SIGINT finish the current part, flush (``outbox.flush_timeout_s``),
+    publish status ``offline`` and return 0.
+
+    :raises InspectorError: the station cannot start.
+    """
+    station = Station(config)
+
+    def _stop(signum: int, _frame: Any) -> None:
+        log.warning("signal %d: finishing the current part and stopping", signum)
+        station.request_stop()
+
+    previous = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            station.start()
+        except BaseException:
+            station.close()
+            raise
+        return station.run(max_parts)
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+__all__ = [
+    "CameraFeed",
+    "FootageRecorder",
+    "Station",
+    "check_frame",
+    "check_profile",
+    "load_station_policy",
+    "run_station",
+    "sha256_file",
+]

@@ -1,0 +1,116 @@
+"""Held-out evaluation of a policy on footage-store frames, and choosing frames to label.
+
+Used by :mod:`inspector.workflows.retrain` (base vs candidate on the held-out split)
+and ``inspector footage review --select uncertain``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from inspector.errors import FootageError
+from inspector.footage.store import FootageStore, FrameRecord
+
+log = logging.getLogger("inspector.workflows.retrain")  # where these messages always went
+
+#: The camera driver that replays a footage store.
+STORE_DRIVER = "store"
+
+
+def entropy(probs: Sequence[float]) -> float:
+    """Shannon entropy (nats) of a probability vector."""
+    p = np.clip(np.asarray(probs, dtype=np.float64), 1e-12, 1.0)
+    return float(-(p * np.log(p)).sum())
+
+
+def _scanner(policy: Any):
+    from inspector.scan import Scanner
+
+    scanner = Scanner.from_metadata(policy.meta)
+    return scanner, scanner.budget
+
+
+def evaluate_all(
+    policy: Any,
+    camera: str,
+    camera_params: Mapping[str, Any],
+    *,
+    truth_ok_class: str,
+) -> dict[str, Any]:
+    """Run ``policy`` once on every frame of a finite camera and compute ``eval``'s metrics.
+
+    :param policy: any :class:`inspector.policy.base.Policy`.
+    :param camera: driver name (``store``, ``folder``).
+    :param camera_params: its parameters.
+    :param truth_ok_class: the label that means ok in the footage.
+    :returns: ``{"full": metrics or None, "binary": metrics, "frames": n}``; ``full`` is
+        None when the footage has labels the model cannot declare.
+    """
+    from inspector.camera import open_camera
+    from inspector.policy.agent import run_episode
+    from inspector.train.evaluate import metrics
+
+    scanner, budget = _scanner(policy)
+    labels, decisions = [], []
+    driver = open_camera(camera, dict(camera_params))
+    try:
+        for frame in driver:
+            if frame.truth is None:
+                continue
+            labels.append(frame.truth.label)
+            decisions.append(run_episode(policy, scanner, frame.image, budget))
+    finally:
+        driver.close()
+    if not labels:
+        raise FootageError(f"camera {camera} {dict(camera_params)} gave no labelled frames")
+    classes = tuple(policy.meta.classes)
+    model_ok = classes[0]
+    full = None
+    if set(labels) <= set(classes):
+        full = metrics(classes, model_ok, labels, decisions)
+    blabels = ["ok" if y == truth_ok_class else "defect" for y in labels]
+    bdec = [replace(d, verdict="ok" if d.verdict == model_ok else "defect") for d in decisions]
+    return {
+        "full": full,
+        "binary": metrics(("ok", "defect"), "ok", blabels, bdec),
+        "frames": len(labels),
+    }
+
+
+def select_uncertain(
+    policy: Any, store: FootageStore, records: Sequence[FrameRecord], n: int
+) -> list[tuple[FrameRecord, float, float, str]]:
+    """Active learning: the ``n`` frames the model is least sure of.
+
+    Each frame is inspected as the station would (scan, focus, declare); frames are
+    ranked by the entropy of the class probabilities at the decision, highest first
+    (ties: lower max probability first).
+
+    :param policy: the current model.
+    :param store: the store the records belong to.
+    :param records: candidate frames.
+    :param n: how many to return.
+    :returns: ``(record, entropy, max probability, verdict)`` tuples.
+    """
+    from inspector.policy.agent import run_episode
+
+    scanner, budget = _scanner(policy)
+    scored = []
+    for rec in records:
+        try:
+            img = store.load_image(rec)
+        except FootageError as exc:
+            log.warning("skipped %s: %s", rec.frame_id, exc)
+            continue
+        d = run_episode(policy, scanner, img, budget)
+        scored.append((rec, entropy(d.probabilities), float(np.max(d.probabilities)), d.verdict))
+    scored.sort(key=lambda t: (-t[1], t[2], t[0].frame_id))
+    return scored[:n]
+
+
+# -- initialisation ----------------------------------------------------------------------
