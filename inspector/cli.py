@@ -42,6 +42,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "retrain",
     "models",
     "demo",
+    "health",
 )
 
 

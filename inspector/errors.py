@@ -94,3 +94,7 @@ class StationError(InspectorError):
 
 class FootageError(InspectorError):
     """Footage cannot be imported, labelled or read."""
+
+
+class PreferenceError(InspectorError):
+    """A preferences file is invalid, or its preferences cannot fit a profile's values."""

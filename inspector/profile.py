@@ -152,6 +152,7 @@ class Profile:
     :param description: free text from the profile.
     :param path: the file it came from ("" for in-memory profiles).
     :param sha256: sha256 of the file's bytes.
+    :param provenance: where fitted values came from (``profile fit``); empty otherwise.
     :param warnings: what :func:`check_profile` reports for it.
     """
 
@@ -165,6 +166,7 @@ class Profile:
     description: str = ""
     path: str = ""
     sha256: str = ""
+    provenance: Mapping[str, Any] = field(default_factory=dict, compare=False)
     #: Legal but suspicious settings found when loading (also issued as ProfileWarning).
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
@@ -419,6 +421,7 @@ def _build(root: YNode, doc: dict[str, Any], file: str, sha: str, infos: dict[st
             ),
         ),
         description=doc.get("description", ""),
+        provenance=dict(doc.get("provenance", {})),
         path=file,
         sha256=sha,
     )

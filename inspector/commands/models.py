@@ -1,4 +1,9 @@
-"""``inspector models list``: the versions in a model registry."""
+"""``inspector models``: the model registry's versions and each line's roll-out.
+
+``list`` shows the versions, ``add`` registers an exported model (and its profile),
+``promote`` puts a version on a line's channel (stable, canary with a share, shadow),
+``rollback`` undoes a roll-out, ``channels`` shows a line's state and its log.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,20 @@ import json
 from pathlib import Path
 
 
+def _registry_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--registry", type=Path, default=Path("registry"), help="registry folder (./registry)"
+    )
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``models`` verb.
 
     :param subparsers: the CLI's sub-parser collection.
     """
-    p = subparsers.add_parser("models", help="list the model registry's versions")
+    p = subparsers.add_parser(
+        "models", help="the model registry: versions, and which one each line runs"
+    )
     sub = p.add_subparsers(dest="models_command", metavar="SUBVERB")
     sub.required = True
     lst = sub.add_parser(
@@ -20,11 +33,61 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="versions with their metrics, profile and footage hashes and ONNX file",
         description="List the registry's versions, oldest first.",
     )
-    lst.add_argument(
-        "--registry", type=Path, default=Path("registry"), help="registry folder (./registry)"
-    )
+    _registry_arg(lst)
     lst.add_argument("--json", action="store_true", help="print JSON")
     lst.set_defaults(func=cmd_list)
+
+    add = sub.add_parser(
+        "add",
+        help="register an exported model (and the profile it was trained with)",
+        description="Copy MODEL.onnx (and --profile) into a new registry version.",
+    )
+    _registry_arg(add)
+    add.add_argument("model", metavar="MODEL.onnx", help="the exported model")
+    add.add_argument("--profile", help="the reward profile it was trained with")
+    add.add_argument("--notes", default="", help="free text")
+    add.set_defaults(func=cmd_add)
+
+    promote = sub.add_parser(
+        "promote",
+        help="put a version on a line's channel (logged)",
+        description="Put VERSION on --line's channel: stable, canary (with --share 5, 20, 75 "
+        "or 100 %% of the line's stations) or shadow. Stations follow on their next part.",
+    )
+    _registry_arg(promote)
+    promote.add_argument("version", metavar="VERSION", help="a registered version (3 or v0003)")
+    promote.add_argument("--line", required=True, help="the line")
+    promote.add_argument("--to", required=True, choices=("stable", "canary", "shadow"))
+    promote.add_argument("--share", type=int, help="the canary's share in %% (5, 20, 75, 100)")
+    promote.add_argument("--by", default="", help="who (default $USER)")
+    promote.add_argument("--note", default="", help="why")
+    promote.set_defaults(func=cmd_promote)
+
+    rollback = sub.add_parser(
+        "rollback",
+        help="undo a roll-out on a line (logged)",
+        description="canary (default): end the canary, every station runs stable. stable: "
+        "back to the stable version before the last promotion, and no canary. shadow: clear "
+        "it. Stations follow on their next part.",
+    )
+    _registry_arg(rollback)
+    rollback.add_argument("--line", required=True, help="the line")
+    rollback.add_argument(
+        "--channel", default="canary", choices=("canary", "stable", "shadow"), help="(canary)"
+    )
+    rollback.add_argument("--by", default="", help="who (default $USER)")
+    rollback.add_argument("--note", default="", help="why")
+    rollback.set_defaults(func=cmd_rollback)
+
+    chan = sub.add_parser(
+        "channels",
+        help="a line's channels and their log",
+        description="Show what --line runs on each channel, and every change.",
+    )
+    _registry_arg(chan)
+    chan.add_argument("--line", required=True, help="the line")
+    chan.add_argument("--json", action="store_true", help="print JSON")
+    chan.set_defaults(func=cmd_channels)
     return p
 
 
@@ -46,10 +109,96 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"v{v['version']:04d}  {v.get('created_at', '')}  "
             f"recall {_f(m.get('defect_recall'))}  false alarms {_f(m.get('false_alarm_rate'))}  "
             f"balanced {_f(m.get('balanced_accuracy'))}  "
-            f"profile {v.get('profile_sha256', '')[:12]}  "
-            f"footage {v.get('footage_manifest_sha256', '')[:12]}  {Path(v['path']) / MODEL_FILE}"
+            f"profile {(v.get('profile_sha256') or '')[:12]}  "
+            f"footage {(v.get('footage_manifest_sha256') or '')[:12]}  "
+            f"{Path(v['path']) / MODEL_FILE}"
         )
     return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    """Register a model by hand."""
+    from inspector.errors import InspectorError
+    from inspector.footage.registry import register
+
+    sha = ""
+    if args.profile:
+        from inspector.profile import load_profile
+
+        sha = load_profile(args.profile, warn=False).sha256
+    if not Path(args.model).is_file():
+        raise InspectorError(f"model not found: {args.model}")
+    doc = register(
+        args.registry,
+        args.model,
+        metrics={},
+        profile_sha256=sha,
+        footage_manifest=None,
+        notes=args.notes,
+        profile=args.profile,
+    )
+    print(f"registered v{doc['version']:04d} in {args.registry}")
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    """Promote a version on a line's channel."""
+    from inspector.footage.channels import promote
+    from inspector.footage.registry import parse_version
+
+    state = promote(
+        args.registry,
+        args.line,
+        parse_version(args.version),
+        args.to,
+        args.share,
+        by=args.by,
+        note=args.note,
+    )
+    print(_state_line(state))
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    """Roll back a line's channel."""
+    from inspector.footage.channels import rollback
+
+    state = rollback(args.registry, args.line, args.channel, by=args.by, note=args.note)
+    print(_state_line(state))
+    return 0
+
+
+def cmd_channels(args: argparse.Namespace) -> int:
+    """Show a line's channels and log."""
+    from inspector.footage.channels import history, read_state
+
+    state = read_state(args.registry, args.line)
+    log = history(args.registry, args.line)
+    if args.json:
+        print(json.dumps({"state": state, "log": log}, indent=2))
+        return 0
+    print(_state_line(state))
+    for e in log:
+        a, b = e.get("before") or {}, e.get("after") or {}
+        print(
+            f"  {e.get('at', '')}  r{e.get('revision', '?')}  {e.get('action', '')}  "
+            f"by {e.get('by') or '?'}: {_channels(b)} (was {_channels(a)})"
+            + (f"  # {e['note']}" if e.get("note") else "")
+        )
+    return 0
+
+
+def _v(n: int | None) -> str:
+    return "-" if n is None else f"v{n:04d}"
+
+
+def _channels(s: dict) -> str:
+    canary = f"{_v(s.get('canary'))} at {s.get('share', 0)} %" if s.get("canary") else "-"
+    return f"stable {_v(s.get('stable'))}, canary {canary}, shadow {_v(s.get('shadow'))}"
+
+
+def _state_line(state: dict) -> str:
+    return f"line {state['line']} (revision {state['revision']}): {_channels(state)}"
 
 
 def _f(v: float | None) -> str:

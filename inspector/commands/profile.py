@@ -11,7 +11,7 @@ from inspector.commands._args import positive_int
 
 
 def add_parser(subparsers: Any) -> None:
-    """Add the ``profile`` verb with ``check``, ``schema`` and ``explain``.
+    """Add the ``profile`` verb with ``check``, ``schema``, ``explain``, ``fit`` and ``pairs``.
 
     :param subparsers: the CLI's sub-parser collection.
     """
@@ -68,6 +68,78 @@ def add_parser(subparsers: Any) -> None:
     explain.add_argument("--model", metavar="MODEL", help="use a trained model, not the script")
     explain.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     explain.set_defaults(func=_explain)
+    _add_fit(sub)
+    _add_pairs(sub)
+
+
+def _add_fit(sub: Any) -> None:
+    fit = sub.add_parser(
+        "fit",
+        help="fit term values to people's preferences between inspections",
+        description="Fit the profile's term values to judged pairs of inspections "
+        "(Bradley-Terry; signs kept, pinned terms and bounds respected, a penalty toward "
+        "the current values). Writes a new profile version with its provenance and prints "
+        "what changed.",
+    )
+    fit.add_argument("file", metavar="PROFILE", help="the profile YAML to start from")
+    fit.add_argument(
+        "--preferences", required=True, metavar="PREFS.jsonl", help="judged pairs (JSON Lines)"
+    )
+    fit.add_argument("--out", required=True, metavar="NEW.yaml", help="the new profile")
+    fit.add_argument(
+        "--pin", action="append", default=[], metavar="TERM", help="keep TERM's value (repeatable)"
+    )
+    fit.add_argument(
+        "--bound",
+        action="append",
+        default=[],
+        metavar="TERM=LO:HI",
+        help="keep TERM's value(s) within [LO, HI]; either side may be empty (repeatable)",
+    )
+    fit.add_argument(
+        "--penalty",
+        type=float,
+        default=None,
+        help="weight of the pull toward the current values (default 0.1)",
+    )
+    fit.add_argument(
+        "--lapse",
+        type=float,
+        default=None,
+        help="share of choices assumed made at random (default 0.1)",
+    )
+    fit.add_argument(
+        "--holdout",
+        type=float,
+        default=0.2,
+        help="share of preferences held out to measure agreement (default 0.2)",
+    )
+    fit.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
+    fit.set_defaults(func=_fit)
+
+
+def _add_pairs(sub: Any) -> None:
+    pairs = sub.add_parser(
+        "pairs",
+        help="show two inspections of a part and record which is better",
+        description="Record two inspections of the same part, draw both glimpse paths into "
+        "an image, read the answer (a, b, tie, skip, quit) as a line from standard input and "
+        "append the judged pair to the preferences file.",
+    )
+    pairs.add_argument("file", metavar="PROFILE", help="profile YAML file")
+    pairs.add_argument("--out", required=True, metavar="PREFS.jsonl", help="preferences file")
+    pairs.add_argument(
+        "--images", metavar="DIR", help="where the pair images go (default: next to --out)"
+    )
+    pairs.add_argument("--count", type=positive_int, default=10, help="pairs to show (default 10)")
+    pairs.add_argument("--camera", default="synthetic", help="camera driver (default synthetic)")
+    pairs.add_argument(
+        "--param", action="append", default=[], metavar="K=V", help="camera driver parameter"
+    )
+    pairs.add_argument("--model", metavar="MODEL", help="one side is this exported model's path")
+    pairs.add_argument("--judge", default="", help="who judges (recorded with each choice)")
+    pairs.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    pairs.set_defaults(func=_pairs)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -114,6 +186,23 @@ def _schema(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from inspector.rrm.preferences import DEFAULT_LAPSE, DEFAULT_PENALTY
+    from inspector.workflows.preferences import run_fit
+
+    if args.penalty is None:
+        args.penalty = DEFAULT_PENALTY
+    if args.lapse is None:
+        args.lapse = DEFAULT_LAPSE
+    return run_fit(args)
+
+
+def _pairs(args: argparse.Namespace) -> int:
+    from inspector.workflows.preferences import run_pairs
+
+    return run_pairs(args)
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -473,6 +473,7 @@ class Station:
         self._thread_errors[kind] = max(seen, n)
 
     def _tick(self) -> None:
+        self.metrics.beat()
         self._count_errors("footage", getattr(self.recorder, "errors", 0))
         self._count_errors("outbox", getattr(self.reporter, "commit_errors", 0))
         st = self.reporter.status() if hasattr(self.reporter, "status") else None

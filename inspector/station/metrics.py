@@ -81,6 +81,9 @@ class StationMetrics:
                           registry=reg),
             "reconnects": Counter("inspector_camera_reconnects", "Camera reopens and reconnects",
                                   registry=reg),
+            "heartbeat": Gauge("inspector_heartbeat_timestamp_seconds",
+                               "Unix time of the station loop's last turn (inspector health)",
+                               registry=reg),
         }  # fmt: skip
         for kind in ERROR_KINDS:
             self._p["errors"].labels(kind=kind)  # export zeros, so alerts see the series
@@ -121,6 +124,11 @@ class StationMetrics:
             self.camera_reconnects += n
         if self._p:
             self._p["reconnects"].inc(n)
+
+    def beat(self) -> None:
+        """The station loop turned (the liveness heartbeat, see inspector.station.health)."""
+        if self._p:
+            self._p["heartbeat"].set_to_current_time()
 
     def link(self, depth: int, full: bool, connected: bool, dead_letters: int = 0) -> None:
         """Set the outbox and broker gauges."""

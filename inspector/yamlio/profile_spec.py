@@ -341,6 +341,41 @@ def _rrm_spec(registry: Any) -> Record:
     )
 
 
+def provenance_spec() -> Record:
+    """``provenance``: where fitted values came from (written by ``profile fit``)."""
+    sha = String(pattern=r"[0-9a-f]{64}", doc="hex sha256")
+    count = Number(lo=0, hi=1e9, integer=True)
+    share = Number(lo=0.0, hi=1.0)
+    loglik = Number(lo=-1e12, hi=0.0)
+    return Record(
+        keys={
+            "parent_sha256": Key(
+                sha, required=True, doc="sha256 of the profile it was fitted from"
+            ),
+            "method": Key(String(enum=("bradley-terry",)), required=True),
+            "preferences": Key(count, doc="preferences fitted"),
+            "preferences_sha256": Key(sha, doc="sha256 of the preferences file"),
+            "ties": Key(count),
+            "log_likelihood": Key(loglik, doc="of the preferences under these values"),
+            "null_log_likelihood": Key(loglik, doc="of the preferences at chance"),
+            "agreement": Key(share, doc="share of the choices the values agree with"),
+            "heldout_agreement": Key(Nullable(share), doc="the same on held-out preferences"),
+            "heldout_pairs": Key(count),
+            "holdout": Key(share, doc="share of the preferences held out"),
+            "seed": Key(Number(lo=-(2**63), hi=2**63, integer=True), doc="seed of the split"),
+            "penalty": Key(Number(lo=0.0, hi=1e6), doc="weight of the pull to the parent"),
+            "lapse": Key(share, doc="share of choices assumed made at random"),
+            "pinned": Key(ListOf(String(), max_items=MAX_TERMS), doc="terms not fitted"),
+            "multipliers": Key(
+                MapOf(key=String(), value=Number(lo=0.0, hi=1e6), max_items=MAX_TERMS),
+                doc="term -> factor on the parent's value",
+            ),
+            "fitted_at": Key(String(), doc="UTC time of the fit"),
+        },
+        doc="where fitted values came from (written by profile fit)",
+    )
+
+
 def profile_spec(registry: Any) -> Record:
     """The whole profile format, with the terms ``registry`` knows.
 
@@ -381,6 +416,7 @@ def profile_spec(registry: Any) -> Record:
                 doc="reward terms, applied in this order",
             ),
             "rrm": Key(_rrm_spec(registry)),
+            "provenance": Key(provenance_spec()),
         },
         doc="inspector reward profile",
     )
