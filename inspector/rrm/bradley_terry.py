@@ -23,6 +23,7 @@ plain numpy is enough and no optimiser library is needed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,53 +199,12 @@ def fit(
         h = (jac * w[:, None]).T @ jac + np.diag(reg)
         return g, h
 
-    def projected(g: np.ndarray, z: np.ndarray) -> np.ndarray:
-        pg = g.copy()
-        pg[(z <= zlo) & (g > 0)] = 0.0
-        pg[(z >= zhi) & (g < 0)] = 0.0
-        return pg
-
-    def descend(z: np.ndarray) -> tuple[np.ndarray, float, int, bool]:
-        # Levenberg-Marquardt: the Gauss-Newton matrix is positive semi-definite, the
-        # damping makes each step a descent step; variables a bound holds sit out.
-        mu, f = 1e-3, objective(z)
-        converged, it = False, 0
-        while it < max_iter:
-            it += 1
-            g, h = grad_hess(z)
-            pg = projected(g, z)
-            if np.max(np.abs(pg)) <= tol * (1.0 + abs(f)):
-                converged = True
-                break
-            act = ~(((z <= zlo) & (g > 0)) | ((z >= zhi) & (g < 0)))
-            step = np.zeros_like(z)
-            for _ in range(30):
-                hh = h[np.ix_(act, act)] + mu * np.diag(np.diag(h[np.ix_(act, act)]) + 1e-12)
-                try:
-                    step[act] = -np.linalg.solve(hh, g[act])
-                except np.linalg.LinAlgError:
-                    mu *= 10.0
-                    continue
-                zn = np.clip(z + step, zlo, zhi)
-                fn = objective(zn)
-                if fn <= f:
-                    moved = np.max(np.abs(zn - z))
-                    z, f, mu = zn, fn, max(mu / 3.0, 1e-9)
-                    break
-                mu *= 10.0
-            else:
-                break  # no descent step left: at a (numerical) optimum
-            if moved <= 1e-12:
-                converged = True
-                break
-        return z, f, it, converged
-
     # The likelihood is not convex in (log_beta, theta) (nor with a lapse share): start
     # from a soft, a middling and a sharp judge and keep the best.
     best = None
     for lb0 in STARTS:
         z0 = np.clip(np.concatenate([[lb0], np.zeros(len(idx))]), zlo, zhi)
-        run = descend(z0)
+        run = _descend(objective, grad_hess, z0, zlo, zhi, max_iter, tol)
         if best is None or run[1] < best[1]:
             best = run
     z, _, it, converged = best
@@ -258,3 +218,51 @@ def fit(
         iterations=it,
         converged=converged,
     )
+
+
+def _descend(
+    objective: Callable[[np.ndarray], float],
+    grad_hess: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    z: np.ndarray,
+    zlo: np.ndarray,
+    zhi: np.ndarray,
+    max_iter: int,
+    tol: float,
+) -> tuple[np.ndarray, float, int, bool]:
+    """Projected Levenberg-Marquardt from ``z``: (z, objective, iterations, converged).
+
+    The Gauss-Newton matrix is positive semi-definite and the damping makes each step
+    a descent step; variables a bound holds (the gradient pushes them outward) sit out.
+    """
+    mu, f = 1e-3, objective(z)
+    converged, it = False, 0
+    while it < max_iter:
+        it += 1
+        g, h = grad_hess(z)
+        held = ((z <= zlo) & (g > 0)) | ((z >= zhi) & (g < 0))
+        if np.max(np.abs(np.where(held, 0.0, g))) <= tol * (1.0 + abs(f)):
+            converged = True
+            break
+        act = ~held
+        step = np.zeros_like(z)
+        moved = 0.0
+        for _ in range(30):
+            hh = h[np.ix_(act, act)] + mu * np.diag(np.diag(h[np.ix_(act, act)]) + 1e-12)
+            try:
+                step[act] = -np.linalg.solve(hh, g[act])
+            except np.linalg.LinAlgError:
+                mu *= 10.0
+                continue
+            zn = np.clip(z + step, zlo, zhi)
+            fn = objective(zn)
+            if fn <= f:
+                moved = float(np.max(np.abs(zn - z)))
+                z, f, mu = zn, fn, max(mu / 3.0, 1e-9)
+                break
+            mu *= 10.0
+        else:
+            break  # no descent step left: at a (numerical) optimum
+        if moved <= 1e-12:
+            converged = True
+            break
+    return z, f, it, converged

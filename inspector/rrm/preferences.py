@@ -328,16 +328,7 @@ def fit_values(
     _check_informative(dx, y, free, names, pins, name)
 
     n = len(prefs)
-    heldout, held_n = None, 0
-    n_out = int(round(holdout * n))
-    if n_out >= 1 and n - n_out >= 2:
-        order = np.random.default_rng(seed).permutation(n)
-        test, train = order[:n_out], order[n_out:]
-        if np.any(y[train] != 0.5):
-            part = bt.fit(dx[train], y[train], lo, hi, free, penalty, lapse)
-            heldout, held_n = bt.agreement(dx[test], y[test], part.theta)
-            if held_n == 0:
-                heldout = None
+    heldout, held_n = _heldout(dx, y, lo, hi, free, penalty, lapse, holdout, seed)
     res = bt.fit(dx, y, lo, hi, free, penalty, lapse)
     df = int(np.count_nonzero(free & np.any(dx[y != 0.5] != 0, axis=0))) + 1
     lr = 2.0 * (res.log_likelihood - res.null_log_likelihood)
@@ -352,28 +343,7 @@ def fit_values(
         )
     agree, _ = bt.agreement(dx, y, res.theta)
     informed = np.count_nonzero((dx != 0) & (y != 0.5)[:, None], axis=0)
-    changes = []
-    for k, t in enumerate(profile.terms):
-        s = float(np.exp(res.theta[k]))
-        # A bound on the factor is a bound on the value; for a penalty (negative value)
-        # the largest factor is the lowest value.
-        negative = next((v < 0 for v in _flat(t.reward) if v != 0.0), False)
-        edge = ""
-        if free[k] and res.theta[k] <= lo[k] + 1e-9:
-            edge = "upper" if negative else "lower"
-        elif free[k] and res.theta[k] >= hi[k] - 1e-9:
-            edge = "lower" if negative else "upper"
-        changes.append(
-            TermChange(
-                term=t.term,
-                old=plain_value(t.reward),
-                new=scaled(t.reward, s) if free[k] else plain_value(t.reward),
-                multiplier=s if free[k] else 1.0,
-                pinned=not bool(free[k]),
-                informed=int(informed[k]),
-                at_bound=edge,
-            )
-        )
+    changes = _changes(profile, res.theta, free, lo, hi, informed)
     return ValueFit(
         changes=tuple(changes),
         preferences=n,
@@ -389,6 +359,65 @@ def fit_values(
         penalty=float(penalty),
         lapse=float(lapse),
     )
+
+
+def _heldout(
+    dx: np.ndarray,
+    y: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    free: np.ndarray,
+    penalty: float,
+    lapse: float,
+    holdout: float,
+    seed: int,
+) -> tuple[float | None, int]:
+    """Agreement on a random ``holdout`` share, fitted without it (None: too few pairs)."""
+    n = len(y)
+    n_out = int(round(holdout * n))
+    if n_out < 1 or n - n_out < 2:
+        return None, 0
+    order = np.random.default_rng(seed).permutation(n)
+    test, train = order[:n_out], order[n_out:]
+    if not np.any(y[train] != 0.5):
+        return None, 0
+    part = bt.fit(dx[train], y[train], lo, hi, free, penalty, lapse)
+    agree, n_held = bt.agreement(dx[test], y[test], part.theta)
+    return (agree, n_held) if n_held else (None, 0)
+
+
+def _changes(
+    profile: Profile,
+    theta: np.ndarray,
+    free: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    informed: np.ndarray,
+) -> list[TermChange]:
+    """One :class:`TermChange` per term, in profile order."""
+    changes = []
+    for k, t in enumerate(profile.terms):
+        s = float(np.exp(theta[k]))
+        # A bound on the factor is a bound on the value; for a penalty (negative value)
+        # the largest factor is the lowest value.
+        negative = next((v < 0 for v in _flat(t.reward) if v != 0.0), False)
+        edge = ""
+        if free[k] and theta[k] <= lo[k] + 1e-9:
+            edge = "upper" if negative else "lower"
+        elif free[k] and theta[k] >= hi[k] - 1e-9:
+            edge = "lower" if negative else "upper"
+        changes.append(
+            TermChange(
+                term=t.term,
+                old=plain_value(t.reward),
+                new=scaled(t.reward, s) if free[k] else plain_value(t.reward),
+                multiplier=s if free[k] else 1.0,
+                pinned=not bool(free[k]),
+                informed=int(informed[k]),
+                at_bound=edge,
+            )
+        )
+    return changes
 
 
 def _check_informative(
