@@ -90,6 +90,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     chan.add_argument("--json", action="store_true", help="print JSON")
     chan.set_defaults(func=cmd_channels)
 
+    _add_compare(sub)
+    return p
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    """``models compare``: live against shadow from a footage store."""
     cmp_ = sub.add_parser(
         "compare",
         help="live model against its shadow, from the station's footage",
@@ -104,7 +110,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     cmp_.add_argument("--ok-class", default="ok", help="the class that means ok (default: ok)")
     cmp_.add_argument("--json", action="store_true", help="print JSON")
     cmp_.set_defaults(func=cmd_compare)
-    return p
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
