@@ -55,6 +55,13 @@ def _from_node(cls: type[T], node: YNode, file: str, path: str, error: type) -> 
         if sub is not None and vnode.kind == "map":
             kwargs[key] = _from_node(sub, vnode, file, kpath, error)
             continue
+        if sub is not None and typing.get_origin(hint_t) is list and vnode.kind == "seq":
+            # A list of sections (e.g. opcua.users): each item is loaded like a section.
+            kwargs[key] = [
+                _from_node(sub, item, file, f"{kpath}[{i}]", error)
+                for i, item in enumerate(vnode.value)
+            ]
+            continue
         value = vnode.to_python()
         if sub is not None and not (value is None and type(None) in typing.get_args(hint_t)):
             # A section must be a mapping (null only where the section is optional).
