@@ -109,6 +109,18 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     cmp_.add_argument("--footage", type=Path, required=True, help="the station's footage store")
     cmp_.add_argument("--ok-class", default="ok", help="the class that means ok (default: ok)")
     cmp_.add_argument("--json", action="store_true", help="print JSON")
+    cmp_.add_argument(
+        "--gate",
+        action="store_true",
+        help="apply retrain's promotion gate to the line's evidence: exit 0 when the shadow "
+        "may replace the live model, 1 when not (with the reasons)",
+    )
+    cmp_.add_argument("--min-parts", type=int, default=50,
+                      help="labelled parts with both verdicts the gate needs (50)")  # fmt: skip
+    cmp_.add_argument("--min-recall-delta", type=float, default=0.0,
+                      help="shadow recall - live recall at least (0)")  # fmt: skip
+    cmp_.add_argument("--max-false-alarm-delta", type=float, default=0.0,
+                      help="shadow false-alarm rate - live at most (0)")  # fmt: skip
     cmp_.set_defaults(func=cmd_compare)
 
 
@@ -119,9 +131,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     with FootageStore(args.footage) as store:
         c = compare_shadow(store.iter_records(), args.ok_class).to_dict()
+    if args.gate:
+        c["gate"] = shadow_gate(c, args)
     if args.json:
         print(json.dumps(c, indent=2))
-        return 0
+        return 0 if not args.gate or c["gate"]["passed"] else 1
     print(
         f"footage {args.footage}: {c['results']} results, {c['with_shadow']} with a shadow "
         f"verdict ({', '.join(f'{k} {v}' for k, v in c['skipped'].items()) or 'none skipped'})"
@@ -137,7 +151,35 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"defect recall {_f(m['defect_recall'])} ({m['defects']} defective)  "
             f"false alarms {_f(m['false_alarm_rate'])} ({m['oks']} ok)"
         )
-    return 0
+    if not args.gate:
+        return 0
+    g = c["gate"]
+    print(f"gate: {'PASSED' if g['passed'] else 'REFUSED'}: " + "; ".join(g["reasons"]))
+    return 0 if g["passed"] else 1
+
+
+def shadow_gate(c: dict, args: argparse.Namespace) -> dict:
+    """retrain's promotion gate on the line's evidence: the shadow against the live model.
+
+    :param c: :func:`compare_shadow`'s figures.
+    """
+    from inspector.workflows.retrain import Gate
+
+    gate = Gate(args.min_recall_delta, args.max_false_alarm_delta)
+    parts = c["live"]["parts"]
+    if parts < args.min_parts:
+        passed, reasons = (
+            False,
+            [
+                f"{parts} labelled parts with both verdicts, the gate needs {args.min_parts} "
+                "(label line parts by import or in the console)"
+            ],
+        )
+    else:
+        passed, reasons = gate.check(c["live"], c["shadow"])
+    return {"passed": passed, "reasons": reasons, "parts": parts,
+            "min_recall_delta": gate.min_recall_delta,
+            "max_false_alarm_delta": gate.max_false_alarm_delta}  # fmt: skip
 
 
 def cmd_list(args: argparse.Namespace) -> int:

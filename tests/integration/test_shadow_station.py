@@ -45,5 +45,8 @@ def test_shadow_verdicts_reach_results_and_footage_and_models_compare(tmp_path, 
     assert out.returncode == 0, out.stderr
     c = json.loads(out.stdout)
     assert c["with_shadow"] >= 10 and c["label_agreement"] == 1.0
-    # Station frames carry the station's own verdict as label: no truth to score on.
+    # Station frames carry the station's own verdict as label: no truth to score on,
+    # so the promotion gate refuses on this evidence.
     assert c["live"]["parts"] == 0
+    gate = cli("models", "compare", "--footage", str(store), "--gate")
+    assert gate.returncode == 1 and "gate: REFUSED: 0 labelled parts" in gate.stdout

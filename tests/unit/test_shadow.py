@@ -159,3 +159,26 @@ def test_compare_counts_agreement_and_each_models_errors_on_truth_only():
     assert c["shadow"]["accuracy"] == pytest.approx(1 / 4)
     assert c["shadow"]["defect_recall"] == pytest.approx(1 / 2)
     assert c["shadow"]["false_alarm_rate"] == pytest.approx(1 / 2)
+
+
+def gate_args(**kw):
+    from argparse import Namespace
+
+    base = {"min_parts": 4, "min_recall_delta": 0.0, "max_false_alarm_delta": 0.0}
+    return Namespace(**{**base, **kw})
+
+
+def test_the_promotion_gate_on_line_evidence():
+    from inspector.commands.models import shadow_gate
+
+    better = [rec(i, "ok", "line" if i % 2 else "ok", "line" if i % 2 else "ok", "import")
+              for i in range(8)]  # fmt: skip
+    # The live model missed every defect the shadow caught: the shadow may replace it.
+    c = compare_shadow(better, "ok").to_dict()
+    assert shadow_gate(c, gate_args())["passed"] is True
+    worse = [rec(i, "ok", "point", "ok", "operator:ann") for i in range(6)]  # false alarms
+    g = shadow_gate(compare_shadow(worse, "ok").to_dict(), gate_args())
+    assert g["passed"] is False
+    assert any("false-alarm rate" in r for r in g["reasons"])
+    few = shadow_gate(compare_shadow(better[:3], "ok").to_dict(), gate_args())
+    assert few["passed"] is False and "needs 4" in few["reasons"][0]
