@@ -137,6 +137,8 @@ class ConsoleHub:
         )}  # fmt: skip
         doc["decided_at"] = float(result.decided_at)
         doc["model_sha256"] = (d.get("model") or {}).get("sha256")
+        shadow = d.get("shadow") if isinstance(d.get("shadow"), dict) else {}
+        doc["shadow_label"] = shadow.get("label")  # a shadow model's verdict, when one ran
         doc["offered_at"] = offered_at
         doc["has_frame"] = image is not None
         path = d.get("glimpse_path") or []
@@ -168,6 +170,9 @@ class ConsoleHub:
         conf = doc["confidence"]
         if conf is not None and conf < self.section.low_confidence:
             return f"low confidence {conf:.2f}"
+        shadow = doc.get("shadow_label")
+        if shadow is not None and doc["label"] is not None and shadow != doc["label"]:
+            return f"shadow model says {shadow}"
         return None
 
     def _queue_review(self, part: Part, why: str) -> None:

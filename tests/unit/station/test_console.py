@@ -40,3 +40,17 @@ def test_an_open_console_answers_loopback_host_names_only():
     for bad in ("evil.example:8090", "10.0.0.5:8090", "", "127.0.0.1.evil.example:80"):
         assert not loopback_host(bad), bad
     assert is_loopback("::1") and is_loopback("127.0.0.1") and not is_loopback("0.0.0.0")
+
+
+def test_shadow_disagreements_join_the_review_queue():
+    from types import SimpleNamespace
+
+    from inspector.station.console.hub import ConsoleHub
+
+    hub = object.__new__(ConsoleHub)
+    hub.section = SimpleNamespace(low_confidence=0.6)
+    doc = {"error": None, "has_frame": True, "confidence": 0.9, "label": "ok"}
+    assert hub._why_review({**doc, "shadow_label": None}) is None
+    assert hub._why_review({**doc, "shadow_label": "ok"}) is None
+    assert hub._why_review({**doc, "shadow_label": "line"}) == "shadow model says line"
+    assert hub._why_review({**doc, "confidence": 0.5, "shadow_label": "line"}).startswith("low")
