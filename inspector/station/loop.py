@@ -312,10 +312,7 @@ class Station:
         return f"outbox commits failed for {waited:.0f} s ({err})"
 
     def _accepting(self) -> bool:
-        sid = self.cfg.station_id
-        if self.opcua is not None and not self.opcua.check_room(
-            lambda m: self._say(f"[{sid}] {m}")
-        ):
+        if self.opcua is not None and not self.opcua.check_room(self._say_station):
             return False
         ok = bool(getattr(self.reporter, "accepting", True))
         now = time.monotonic()
@@ -323,18 +320,13 @@ class Station:
             self._full_since = now
             err = getattr(self.reporter, "last_commit_error", None)
             if err:
-                self._say(f"[{self.cfg.station_id}] OUTBOX COMMITS FAIL ({err}): not taking parts")
+                self._say_station(f"OUTBOX COMMITS FAIL ({err}): not taking parts")
             else:
-                self._say(
-                    f"[{self.cfg.station_id}] OUTBOX FULL: not taking parts until the broker "
-                    "takes results"
-                )
+                self._say_station("OUTBOX FULL: not taking parts until the broker takes results")
             self._status_line()
         elif ok and self._full_since is not None:
             waited = now - self._full_since
-            self._say(
-                f"[{self.cfg.station_id}] outbox below its limit after {waited:.1f} s: taking parts"
-            )
+            self._say_station(f"outbox below its limit after {waited:.1f} s: taking parts")
             self._full_since = None
         return ok
 

@@ -267,12 +267,6 @@ class Handshake:
         return item
 
     # -- PLC side (the OPC UA server's thread) -----------------------------------------
-    def enabled(self) -> bool:
-        """TriggerEnable: running, not busy, no trigger waiting, buffer not full."""
-        with self._cond:
-            idle = self._running and not self._busy and self._trigger is None
-        return idle and not self.full
-
     def request(self, part_id: str | None = None, correlation_id: str | None = None) -> str:
         """The PLC triggers a part. Returns "" when taken, else why it was refused."""
         part_id, correlation_id = part_id or None, correlation_id or None

@@ -50,13 +50,8 @@ class OpcuaLink:
             log.warning("OPC UA: %d result(s) not yet acknowledged by the PLC shown again",
                         restored)  # fmt: skip
 
-    @property
-    def accepting(self) -> bool:
-        """False while the PLC's result buffer is full."""
-        return not self.handshake.full
-
     def check_room(self, say: Callable[[str], None]) -> bool:
-        """:attr:`accepting`, and ``say`` when that changes (buffer filled or drained)."""
+        """False while the PLC's result buffer is full; ``say`` when that changes."""
         full = self.handshake.full
         if full != self._said_full:
             self._said_full = full
@@ -91,11 +86,6 @@ class OpcuaLink:
             log.error("result %s not shown to the PLC: %s; stopping", result.get("id"), exc)
             return False
         return True
-
-    def status(self) -> dict[str, Any]:
-        """Buffer depth and handshake counters (for the status line and the console)."""
-        snap = self.handshake.snapshot()
-        return {k: snap[k] for k in ("state", "pending", "triggers", "refused", "acknowledged")}
 
     def close(self) -> None:
         """Refuse triggers, stop serving, close the buffer (idempotent)."""

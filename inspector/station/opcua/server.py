@@ -141,6 +141,7 @@ class OpcuaServer:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._changed: asyncio.Event | None = None
+        self._stop_event: asyncio.Event | None = None
         self._nodes: dict[str, Any] = {}
         self._server: Any = None
         handshake.on_change = self.notify
@@ -182,8 +183,6 @@ class OpcuaServer:
             loop.call_soon_threadsafe(self._stop_event.set)
         thread.join(timeout)
         self._thread = None
-
-    _stop_event: asyncio.Event | None = None
 
     def notify(self) -> None:
         """Something the PLC sees changed (any thread): re-publish the variables."""
