@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness import ROOT, load_average, parser, table, write_section
+from benchmarks.speed.common import MemoryReporter, build_model
 from inspector import CameraDriver
 from inspector.station.config import (
     CameraSection,
@@ -50,32 +51,8 @@ from inspector.station.config import (
 )
 from inspector.station.console.config import ConsoleSection
 from inspector.station.loop import Station
-from inspector.station.mqtt import LinkStatus
 
-TRAIN_CONFIG = (
-    "n_envs: 1\nn_steps: 128\nbatch_size: 64\nn_epochs: 1\nfinal_eval_episodes: 0\nteacher: none\n"  # noqa: E501
-)
 WITHOUT, WITH = "without console", "console + 2 clients"
-
-
-class MemoryReporter:
-    """Keeps results in a list (no outbox, no broker): the station at its fastest."""
-
-    accepting = True
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def report(self, result: Any) -> int:
-        self.n += 1
-        result.seq = self.n
-        return self.n
-
-    def status(self) -> LinkStatus:
-        return LinkStatus(False, 0, False, None, 0, 0, 0, 0, 0, 0, 0)
-
-    def close(self, flush_timeout: float = 0.0) -> bool:
-        return True
 
 
 class Paced(CameraDriver):
@@ -94,24 +71,6 @@ class Paced(CameraDriver):
             nxt += self.period
             time.sleep(max(0.0, nxt - time.monotonic()))
             yield f
-
-
-def build_model(folder: Path) -> Path:
-    """Train 256 steps on the synthetic camera and export to ONNX (as the tests do)."""
-    from inspector.cli import main
-
-    onnx = folder / "run" / "model.onnx"
-    if onnx.is_file():
-        return onnx
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "train.yaml").write_text(TRAIN_CONFIG)
-    profile = ROOT / "reward_profiles" / "lcd_panel.yaml"
-    args = ["train", "--profile", str(profile), "--camera", "synthetic", "--param", "size=128",
-            "--timesteps", "256", "--out", str(folder / "run"), "--config",
-            str(folder / "train.yaml"), "--no-progress"]  # fmt: skip
-    if main(args) != 0 or main(["export", str(folder / "run"), "--out", str(onnx)]) != 0:
-        raise SystemExit("could not train and export the benchmark model")
-    return onnx
 
 
 def config(

@@ -35,10 +35,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness import ROOT, parser, table, write_section
-from benchmarks.speed.common import build_model, start_mosquitto
+from benchmarks.speed.common import MemoryReporter, build_model, start_mosquitto
 from inspector.station.config import StationConfig, apply_overrides, load_station_config
 from inspector.station.loop import Station
-from inspector.station.mqtt import LinkStatus
 
 FULL = "mqtt+outbox (QoS 1, outbox FULL)"
 BASE = "baseline (no outbox, no MQTT)"
@@ -46,25 +45,6 @@ NORMAL = "mqtt+outbox, outbox synchronous NORMAL"
 NOMQTT = "MQTT off (--no-mqtt: outbox only)"
 FULL_NF = "mqtt+outbox, footage off"
 BASE_NF = "baseline, footage off"
-
-
-class MemoryReporter:
-    """The baseline's reporter: keeps results in a list (no outbox, no broker)."""
-
-    def __init__(self) -> None:
-        self.results: list[Any] = []
-        self.accepting = True
-
-    def report(self, result: Any) -> int:
-        self.results.append(result)
-        result.seq = len(self.results)
-        return result.seq
-
-    def status(self) -> LinkStatus:
-        return LinkStatus(False, 0, False, None, 0, 0, 0, 0, 0, 0, 0)
-
-    def close(self, flush_timeout: float = 0.0) -> bool:
-        return True
 
 
 def fsync_ms(folder: Path, n: int = 50) -> float:
