@@ -133,8 +133,9 @@ def tiling_stop(part: dict, tiles: np.ndarray, threshold: float) -> dict:
     probabilities after the overview and each tile are the tiling's. A part stops at
     the first observation (the overview included) whose defect score ``1 - p(ok)``
     passes ``threshold`` and is decided there; a part that never passes it sees every
-    tile and is decided on the max over them. Flagged parts are then exactly those the
-    tiling's max flags at ``threshold``; only the glimpses spent differ.
+    tile and is decided on its last observation (which remembers the tiles; none of
+    them passed). Flagged parts are then exactly those the tiling's max flags at
+    ``threshold``; the glimpses spent and the verdicts of unflagged parts differ.
 
     :param part: a fixed driver's arrays (``probs`` [N, K+1, C], ``glimpses``,
         ``pixel_fraction`` [N, K+1]).
@@ -148,7 +149,7 @@ def tiling_stop(part: dict, tiles: np.ndarray, threshold: float) -> dict:
         n = min(int(tiles[i]), probs.shape[1] - 1)
         hit = np.flatnonzero(1.0 - probs[i, : n + 1, 0] > threshold)
         t = int(hit[0]) if hit.size else n
-        out["probs"].append(probs[i, t] if hit.size else max_pooled(probs[i, : n + 1])[-1])
+        out["probs"].append(probs[i, t])
         out["glimpses"].append(g[i, t])
         out["pixel_fraction"].append(f[i, t])
         out["stopped_at"].append(t if hit.size else -1)

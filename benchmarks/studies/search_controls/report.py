@@ -108,7 +108,7 @@ def dominance_notes(evals: dict[str, dict], who: str = "agent") -> list[str]:
                 f"- {name}: {'the agent' if who == 'agent' else who}"
                 f" ({d['agent_glimpses']:.2f} glimpses, recall"
                 f" {d['agent_recall']:.3f}) {verdict} the {DRIVER_WORDS[base]}: recall at"
-                f" equal glimpses {_f(eq)}; glimpses it needs for the agent's recall"
+                f" equal glimpses {_f(eq)}; glimpses the scan needs for that recall"
                 f" {_f(need, '.2f')}."
             )
     return notes
@@ -428,8 +428,10 @@ def runs_note(records: dict[str, dict]) -> list[str]:
     if reused:
         cost += f"{', ' if cost else ''}{np.median(reused) / 60:.0f} min reusing the seed's"
     return [
-        "Trained runs this report rests on (each a model under runs/search_controls/full/):"
-        f" {'; '.join(parts)}. Wall time on this 2-core machine, shared with other work"
+        "The command is the study's plan; a run skips what is saved and the report is put"
+        " together from every saved run, so the figures rest on the runs trained so far"
+        f" (each a model under runs/search_controls/full/): {'; '.join(parts)}. Wall time on"
+        " this 2-core machine, shared with other work"
         f" (one torch thread): {cost}.",
         "",
     ]
