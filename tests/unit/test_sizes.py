@@ -20,8 +20,6 @@ MODULES_OVER: dict[str, int] = {
     "inspector/export/tensorrt.py": 695,
     "inspector/footage/store.py": 679,
     "inspector/imageio.py": 522,
-    "inspector/station/loop.py": 599,  # +1: the liveness heartbeat (inspector health)
-    "inspector/station/mqtt.py": 933,
     "inspector/train/runner.py": 534,
 }
 #: Functions still over MAX_FUNCTION lines: "path:qualified name" -> lines today.
