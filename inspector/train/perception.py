@@ -80,7 +80,9 @@ def glimpse_samples(
     env = make_env()
     try:
         g = int(env.profile.scan.glimpse)
-        ok = int(env.class_index[env.profile.ok_class])
+        # Classification only: no class for defect-free crops, so only defects are shown.
+        ok_name = env.profile.ok_class
+        ok = int(env.class_index[ok_name]) if ok_name is not None else -1
         sc = Scanner(env.profile.scan, env.profile.step_budget)
         native = sc.levels - 1
         choices = [native] if levels == "native" else list(range(sc.levels))
@@ -119,7 +121,7 @@ def glimpse_samples(
                     xs.append(crop)
                     ys.append(label)
                     ls.append(lvl)
-            for _ in range(20 if label != ok else 1):
+            for _ in range(20 if label != ok else 1) if ok >= 0 else ():
                 x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
                 if mask is None or not mask[y0 : y0 + ch, x0 : x0 + cw].any():
                     xs.append(_look_at(sc, lvl, x0, y0))
