@@ -80,9 +80,7 @@ def glimpse_samples(
     env = make_env()
     try:
         g = int(env.profile.scan.glimpse)
-        # Classification only: no class for defect-free crops, so only defects are shown.
-        ok_name = env.profile.ok_class
-        ok = int(env.class_index[ok_name]) if ok_name is not None else -1
+        ok = _ok_index(env)
         sc = Scanner(env.profile.scan, env.profile.step_budget)
         native = sc.levels - 1
         choices = [native] if levels == "native" else list(range(sc.levels))
@@ -135,6 +133,13 @@ def glimpse_samples(
         "label": np.asarray(ys[:n], dtype=np.int64),
         "level": np.asarray(ls[:n], dtype=np.int64),
     }
+
+
+def _ok_index(env: Any) -> int:
+    """The ok class's index, or -1 without one (classification only: no defect-free
+    crops are shown, there is no class to call them)."""
+    ok = env.profile.ok_class
+    return int(env.class_index[ok]) if ok is not None else -1
 
 
 def _look_at(sc: Any, level: int, x0: int, y0: int) -> np.ndarray:
