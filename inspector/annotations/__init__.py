@@ -10,7 +10,10 @@ Annotation files may come from anywhere, so they are read with bounds:
 * every path they name must stay inside its folder (the footage folder, or the
   folder the caller names for images): absolute paths, ``..`` that climbs out,
   and symlinks that lead out are refused, and so are names with control
-  characters;
+  characters; VOC and COCO image names are looked up in several spellings (no
+  extension, folders, the bare file name: :func:`~inspector.annotations.common.find_image`),
+  each confined the same way, and an image found nowhere is a skip naming the
+  annotation and what was tried;
 * a file that cannot be parsed at all (not JSON, no ``image`` column, larger than
   :data:`MAX_ANNOTATION_BYTES`) raises :class:`inspector.errors.FootageError`
   naming it; one bad row, object or entry inside a readable file is a counted,
@@ -19,6 +22,12 @@ Annotation files may come from anywhere, so they are read with bounds:
   image and a box left with no area is dropped (counted in
   :attr:`Record.dropped_boxes`); an image whose every box was dropped is skipped
   rather than imported as ``ok``.
+
+A VOC or COCO frame's label comes from its boxes; :mod:`inspector.annotations.labels`
+holds the rules (``largest-area`` by default) and reports frames whose boxes disagree.
+The readers live in ``common`` (records, bounds, confinement), ``folders`` (class
+folders, mask pairs, CSV manifests), ``voc``, ``coco`` and ``labels``; every name
+imports from here.
 
 Callers that present errors as camera errors convert them.
 """
