@@ -27,7 +27,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "inspector/annotations.py:read_coco": 86,
     "inspector/commands/footage.py:add_parser": 132,
     "inspector/footage/store.py:FootageStore.add": 123,
-    "inspector/station/console/server.py:build_app": 156,
     "inspector/train/hybrid.py:HybridPPO.train": 135,
     "inspector/train/perception.py:glimpse_samples": 88,
     "inspector/train/perception.py:pretrain_glimpse_cnn": 84,
