@@ -29,7 +29,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "inspector/footage/store.py:FootageStore.add": 123,
     "inspector/train/hybrid.py:HybridPPO.train": 135,
     "inspector/train/runner.py:train_run": 121,
-    "inspector/workflows/retrain.py:retrain": 117,
 }
 
 
