@@ -17,17 +17,19 @@ recorder or reporter.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
-from inspector.errors import ModelError, StationError
+from inspector.errors import InspectorError, ModelError, StationError
 from inspector.files import sha256_file
 from inspector.policy.agent import run_episode
 from inspector.station.camera_feed import (
@@ -46,6 +48,7 @@ from inspector.station.metrics import StationMetrics
 from inspector.station.mqtt import Publisher, Trigger
 from inspector.station.opcua.link import OpcuaLink
 from inspector.station.result import Result
+from inspector.station.rollout import Rollout, check_successor, is_ref, parse_ref
 from inspector.station.services import FootageRecorder, StationServices
 from inspector.station.shadow import ShadowRunner
 from inspector.station.status import StationStatus
@@ -84,9 +87,11 @@ class Station(StationServices, StationStatus):
         self.out = out if out is not None else sys.stderr
         self._stop = threading.Event()
         self._ended = False
-        self.policy = load_station_policy(config.model)
+        self.policy: Any = None
+        self.rollout = self._rollout()  # None: model.path names a file
+        self.policy = self.rollout.policy if self.rollout else load_station_policy(config.model)
         self.meta = self.policy.meta
-        self.model_sha256 = sha256_file(config.model.path)
+        self.model_sha256 = sha256_file(self.rollout.path if self.rollout else config.model.path)
         self.profile, warnings = check_profile(self.policy, config.profile)
         for w in warnings:
             log.warning("%s", w)
@@ -105,6 +110,8 @@ class Station(StationServices, StationStatus):
         self._driver_reconnects = 0
         self._camera_retry_at = 0.0
         self.metrics = StationMetrics()
+        if self.rollout is not None:
+            self.metrics.model(self.rollout.label, self.rollout.channel)
         self.recorder = recorder if recorder is not None else self._footage()
         self.publisher: Publisher | None = None
         self._jsonl: TextIO | None = None
@@ -120,6 +127,70 @@ class Station(StationServices, StationStatus):
         self.console: Any = None  # the operator console, when config.console.enabled
 
     # -- set-up ----------------------------------------------------------------------
+    def _rollout(self) -> Rollout | None:
+        """The registry roll-out ``model.path`` follows, or None when it names a file.
+
+        :raises StationError: no registry folder, nothing promoted, or a version that
+            cannot be loaded (at start there is no model to keep).
+        """
+        m = self.cfg.model
+        if not is_ref(m.path):
+            return None
+        if not Path(m.registry).is_dir():
+            raise StationError(f"model {m.path}: model.registry {m.registry} is not a folder")
+        return Rollout(m.registry, parse_ref(m.path), self.cfg.station_id, self._load_version)
+
+    def _load_version(self, path: Path) -> Any:
+        """Load a registry version; once a model runs, check it can take over from it.
+
+        :raises ModelError: unreadable, its ONNX contract broken (the backend checks the
+            graph against its metadata), or it does not fit the running model or profile.
+        """
+        try:
+            policy = load_station_policy(dataclasses.replace(self.cfg.model, path=str(path)))
+        except InspectorError:
+            raise
+        except Exception as exc:  # whatever a broken file makes the backend raise
+            raise ModelError(f"{path}: {exc}") from None
+        if self.policy is None:
+            return policy  # the first: checked against the profile like any model file
+        try:
+            check_successor(self.meta, policy.meta, path)
+            check_profile(policy, self.cfg.profile)
+        except InspectorError:
+            policy.close()
+            raise
+        return policy
+
+    def _follow_rollout(self) -> None:
+        """Before a part: follow a promotion or rollback (one ``stat`` when there was none).
+
+        A version that cannot take over is logged and counted (``inspector_errors_total
+        {kind="model"}``) by :class:`Rollout`; the running model goes on.
+        """
+        ro = self.rollout
+        if ro is None:
+            return
+        was = f"{ro.label} ({ro.channel})"
+        try:
+            policy, changed = ro.current()
+            if changed and policy is not self.policy:
+                sha, old = sha256_file(ro.path), self.policy
+                self.policy, self.meta, self.model_sha256 = policy, policy.meta, sha
+                if self.profile is None:  # results name the profile the model was trained with
+                    self.profile_name = self.meta.profile_name
+                    self.profile_sha256 = self.meta.profile_sha256
+                old.close()
+        except Exception as exc:  # a roll-out must never stop the station
+            ro.failures += 1
+            changed = False
+            log.error("model %s: following the roll-out failed: %s", ro.ref, exc)
+        self._count_errors("model", ro.failures)
+        if not changed:
+            return
+        self.metrics.model(ro.label, ro.channel)
+        self._say_station(f"model {ro.ref}: {was} -> {ro.label} ({ro.channel})")
+
     def _scanner(self) -> Any:
         from inspector.scan import Scanner
 
@@ -242,6 +313,8 @@ class Station(StationServices, StationStatus):
             "profile_sha256": self.profile_sha256,
             "correlation_id": trigger.correlation_id if trigger else None,
             "trigger_part_id": trigger.part_id if trigger else None,
+            "model_version": self.rollout.label if self.rollout else None,
+            "model_channel": self.rollout.channel if self.rollout else None,
         }
 
     def _failed(self, error: str, trigger: Trigger | None, kind: str, frame: Any = None) -> Result:
@@ -259,6 +332,7 @@ class Station(StationServices, StationStatus):
         except ValueError as exc:
             return self._failed(f"corrupt frame: {exc}", trigger, "corrupt_frame", frame), None
         part = trigger.part_id if trigger and trigger.part_id else str(frame.part_id)
+        self._follow_rollout()
         try:
             d = run_episode(self.policy, self.scanner, image, self.budget)
             # The shadow starts once the live verdict is in, so it never competes with
