@@ -40,6 +40,22 @@ def label_map(text: str | None) -> dict[str, str]:
     return out
 
 
+def add_threads_argument(p: argparse.ArgumentParser, libraries: str = "torch") -> None:
+    """``--threads N``: the thread count of every library's pool (see :mod:`inspector.threads`).
+
+    :param libraries: ``torch`` for verbs that train or evaluate in torch; ``onnx`` for
+        those that run exported graphs only (the station: torch is not imported for it).
+    """
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        metavar="N",
+        help="threads of torch, OpenMP, OpenCV and ONNX Runtime (default: $INSPECTOR_THREADS, "
+        "else $OMP_NUM_THREADS, else the cores this process may use)",
+    )
+    p.set_defaults(thread_libraries=libraries)
+
+
 def fraction(text: str) -> float:
     """``type=`` for rates 0..1 (false-alarm ceilings, recall floors)."""
     try:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from inspector.commands._args import fraction, positive_int
+from inspector.commands._args import add_threads_argument, fraction, positive_int
 from inspector.commands._members import add_members_arguments
 
 
@@ -67,10 +67,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--n-envs", type=positive_int, help="parallel environments (overrides the config)"
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar: a progress line every 30 s instead (also when stderr is not a "
+        "terminal)",
+    )
+    add_threads_argument(p)
     add_members_arguments(p)
     p.set_defaults(func=run_train)
+    _add_eval_parser(sub)
 
+
+def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser(
         "eval",
         help="evaluate a model (.zip run, .onnx or .engine)",
@@ -88,6 +97,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("--json", help="write the metrics as JSON here")
     e.add_argument("--plot", help="write the confusion matrix and glimpse paths here (PNG)")
+    add_threads_argument(e)
     e.set_defaults(func=run_eval)
 
 
@@ -126,6 +136,7 @@ def run_train(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise InspectorError(str(exc)) from None
     timesteps = args.timesteps or preset.timesteps
+    notes = [*notes, *filter(None, [cfg.minibatch()[1]])]
     recipe = presets.describe(preset, cfg)
     if args.config and args.preset is None:
         recipe = {**recipe, "name": "config", "about": f"the config file {args.config} alone"}
