@@ -22,7 +22,7 @@ MODULES_OVER: dict[str, int] = {
     "inspector/imageio.py": 522,
     "inspector/station/loop.py": 599,  # +1: the liveness heartbeat (inspector health)
     "inspector/station/mqtt.py": 933,
-    "inspector/train/runner.py": 519,
+    "inspector/train/runner.py": 524,
 }
 #: Functions still over MAX_FUNCTION lines: "path:qualified name" -> lines today.
 FUNCTIONS_OVER: dict[str, int] = {
