@@ -195,6 +195,63 @@ def test_build_engine_checks_input_before_needing_tensorrt(onnx_file: Path, tmp_
         trtx.build_engine(garbage, out)
 
 
+def test_build_engine_caches_and_rekeys_int8_without_a_gpu(
+    onnx_file: Path, tmp_path: Path, monkeypatch, caplog
+) -> None:
+    """The build's own steps (plan, cache key, cache hit, int8 re-key, sidecar) with
+    TensorRT's builder stood in: the GPU tests below run the real one."""
+    builds: list[dict] = []
+
+    def fake_build(trt, plan, **kw):
+        builds.append(kw)
+        if kw["int8"]:  # TensorRT writes the calibration cache while it builds
+            kw["calibrator"].write_calibration_cache(b"scales")
+        return b"engine:" + str(kw["int8"]).encode()
+
+    class FakeCalibrator:
+        def __init__(self, batches, cache_file) -> None:
+            self.batches, self.cache_file = batches, Path(cache_file)
+
+        def write_calibration_cache(self, blob: bytes) -> None:
+            self.cache_file.write_bytes(blob)
+
+    monkeypatch.setattr(
+        trtx, "import_tensorrt", lambda *a: type("trt", (), {"__version__": "10.9"})
+    )
+    monkeypatch.setattr(trtx, "gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(trtx, "_build_serialized", fake_build)
+    monkeypatch.setattr(trtx, "make_calibrator", FakeCalibrator)
+    cache = tmp_path / "cache"
+    caplog.set_level("INFO", logger="inspector.export.tensorrt")
+
+    a = trtx.build_engine(onnx_file, tmp_path / "a.engine", fp16=False, cache_dir=cache)
+    b = trtx.build_engine(onnx_file, tmp_path / "b.engine", fp16=False, cache_dir=cache)
+    assert len(builds) == 1 and "engine cache hit" in caplog.text
+    assert a.read_bytes() == b.read_bytes() == b"engine:False"
+    info = trtx.read_sidecar(b)
+    assert (info.precision, info.gpu, info.tensorrt_version) == ("fp32", "Fake GPU", "10.9")
+    assert info.onnx_sha256 == hashlib.sha256(onnx_file.read_bytes()).hexdigest()
+
+    meta = trtx.read_onnx_meta(onnx_file)
+    frames = [trtx.random_observations(meta, 8, seed=s) for s in range(2)]
+    c = trtx.build_engine(onnx_file, tmp_path / "c.engine", int8=True, calibration_frames=frames)
+    assert len(builds) == 2 and builds[-1]["fp16"] and builds[-1]["calibration_batch"] == 8
+    assert (tmp_path / "c.engine.calib").read_bytes() == b"scales"
+    # An int8 engine is cached under the key of the calibration cache its build wrote,
+    # so a later build from that cache alone finds it.
+    calib = tmp_path / "c.engine.calib"
+    trtx.build_engine(
+        onnx_file, tmp_path / "d.engine", int8=True, calibration_frames=frames, cache_dir=cache
+    )
+    e = trtx.build_engine(
+        onnx_file, tmp_path / "e.engine", int8=True, calibration_cache=calib, cache_dir=cache
+    )
+    assert len(builds) == 3
+    assert e.read_bytes() == c.read_bytes() == b"engine:True"
+    assert trtx.read_sidecar(e).precision == "int8"
+    assert len(list(cache.glob("*.engine"))) == 2
+
+
 def test_onnx_without_inspector_metadata_is_refused(tmp_path: Path) -> None:
     path = tiny_onnx(tmp_path / "m.onnx")
     model = onnx.load(str(path))
