@@ -3,8 +3,45 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 from inspector.errors import InspectorError
+
+
+def deprecated(old: str, new: str) -> None:
+    """Say on stderr that ``old`` still works but ``new`` is the spelling to write."""
+    print(f"inspector: note: {old} is deprecated; write {new}", file=sys.stderr)
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old flag that stores into the new one's ``dest`` and says so on stderr.
+
+    :param instead: the spelling to write now (``--camera NAME``).
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, instead: str, **kw: Any):
+        super().__init__(option_strings, dest, **kw)
+        self.instead = instead
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        deprecated(f"{option_string} {values}", self.instead.replace("NAME", str(values)))
+        setattr(namespace, self.dest, values)
+
+
+class RepeatedParam(argparse.Action):
+    """``--param KEY=VALUE``, once per flag (as every verb spells it); the older
+    ``--param a=1 b=2`` of ``camera probe`` still works, with a note on stderr."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        values = list(values)
+        if len(values) > 1:
+            deprecated(
+                f"{option_string} {' '.join(values)}",
+                " ".join(f"{option_string} {v}" for v in values) + " (one per flag)",
+            )
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *values])
 
 
 def _int(text: str, least: int, what: str) -> int:
