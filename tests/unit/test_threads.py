@@ -87,3 +87,18 @@ def test_every_verb_that_computes_takes_threads(argv):
     args = build_parser().parse_args([*argv, "--threads", "3"])
     assert args.threads == 3
     assert args.thread_libraries in ("torch", "onnx")
+
+
+def test_member_processes_get_their_share_not_the_parents_count(tmp_path, monkeypatch):
+    from inspector.train import cluster
+
+    seen = {}
+
+    def fake_popen(cmd, **kw):
+        seen.update(kw["env"])
+        return object()
+
+    monkeypatch.setattr(cluster.subprocess, "Popen", fake_popen)
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")  # the parent's, exported by configure
+    cluster._start(tmp_path / "spec.json", 2)
+    assert seen["OMP_NUM_THREADS"] == seen[threads.ENV] == "2"

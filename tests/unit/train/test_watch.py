@@ -50,3 +50,31 @@ def test_a_one_environment_model_builds_without_the_sb3_batch_warning():
         env.close()
     assert model.batch_size == 128
     assert not [w for w in seen if "mini-batch" in str(w.message)]
+
+
+def test_a_run_without_a_terminal_logs_progress_lines_and_writes_progress_json(
+    tmp_path, caplog, monkeypatch
+):
+    from inspector.train.runner import train_run
+
+    monkeypatch.setenv("INSPECTOR_PROGRESS_INTERVAL", "0")
+    cfg = TrainConfig(
+        n_envs=1, vec_env="dummy", n_steps=32, batch_size=32, n_epochs=1, cnn_channels=4,
+        features_dim=16, net_arch=[16], teacher="none", final_eval_episodes=0,
+    )  # fmt: skip
+    with caplog.at_level(logging.INFO, "inspector.progress"):
+        train_run(
+            "reward_profiles/lcd_panel.yaml",
+            "synthetic",
+            {"size": 128},
+            64,
+            tmp_path / "r",
+            cfg,
+            progress=True,
+            evaluate_after=False,
+        )  # fmt: skip  (progress=True, but pytest's stderr is no terminal: lines, no bar)
+    lines = [m for m in caplog.messages if m.startswith("train r: ")]
+    assert lines and "/64 steps" in lines[0] and "steps/s" in lines[0]
+    assert lines[-1].endswith("(done)")
+    doc = json.loads((tmp_path / "r" / "progress.json").read_text())
+    assert doc["done"] == doc["total"] == 64 and doc["finished"] is True
