@@ -14,6 +14,8 @@ from inspector.cli import main
 from inspector.footage import channels as ch
 from inspector.footage.registry import register
 from inspector.station.config import load_station_config
+from inspector.station.console.config import ConsoleSection
+from inspector.station.console.hub import ConsoleHub
 from inspector.station.loop import Station
 from inspector.station.result import SCHEMA_ROLLOUT, validate_result
 from tests.integration._mqtt_harness import wait_until
@@ -66,10 +68,12 @@ def test_a_station_follows_its_line_part_by_part(station_model, tmp_path):
     st = Station(cfg, out=out)
     st.start()
     try:
+        last = []
 
         def part() -> tuple[str, str]:
             r = st.step()
             assert r is not None and r.error is None, r
+            last.append(r)
             d = r.to_dict()
             validate_result({**d, "seq": 1})  # committed in the background: no seq yet
             assert d["schema"] == SCHEMA_ROLLOUT
@@ -81,6 +85,12 @@ def test_a_station_follows_its_line_part_by_part(station_model, tmp_path):
         assert part() == ("v0002", "canary")
         assert "registry:line1@stable: v0001 (stable) -> v0002 (canary)" in out.getvalue()
         assert st.metrics.model_switches == 1
+        # The console's model line and each of its parts name the version.
+        hub = ConsoleHub(st, ConsoleSection())
+        assert (hub.info()["model"]["version"], hub.info()["model"]["channel"]) == (
+            "v0002", "canary")  # fmt: skip
+        doc = hub._take(0.0, last[-1], None).doc
+        assert (doc["model_version"], doc["model_channel"]) == ("v0002", "canary")
         ch.promote(reg, "line1", 2, "stable")  # graduates: same model, another channel
         assert part() == ("v0002", "stable")
         ch.rollback(reg, "line1", "stable")

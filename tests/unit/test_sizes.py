@@ -25,13 +25,8 @@ FUNCTIONS_OVER: dict[str, int] = {
     "inspector/annotations.py:read_coco": 86,
     "inspector/commands/footage.py:add_parser": 132,
     "inspector/footage/store.py:FootageStore.add": 123,
-    "inspector/station/console/server.py:build_app": 156,
     "inspector/train/hybrid.py:HybridPPO.train": 135,
-    "inspector/train/perception.py:glimpse_samples": 88,
-    "inspector/train/perception.py:pretrain_glimpse_cnn": 84,
     "inspector/train/runner.py:train_run": 121,
-    "inspector/workflows/demo.py:run_demo": 90,
-    "inspector/workflows/retrain.py:retrain": 117,
 }
 
 
