@@ -193,6 +193,10 @@ def print_report(r: dict) -> None:
         f"{r['accuracy']:.3f}, balanced {r['balanced_accuracy']:.3f}, "
         f"mean steps {r['mean_steps']:.1f}, native share {r['native_share']:.2f}"
     )
+    if "ok_class" in r and r["ok_class"] is None:
+        # Classification only: no false alarms to count, so per-class recall instead.
+        recall = r.get("per_class_recall") or {}
+        print("  per-class recall: " + ", ".join(f"{c} {_f(v)}" for c, v in recall.items()))
     if forced_line(r):
         print(f"  {forced_line(r)}")
     if not frames.get("held_out"):
@@ -256,6 +260,12 @@ def run_eval(args: argparse.Namespace) -> int:
         )
     }
     summary["ok_bias"] = policy.meta.ok_bias
+    if policy.meta.classification_only:
+        # No ok class: no false alarms, no defect recall, no operating point to report.
+        for k in ("defect_recall", "false_alarm_rate", "defect_auroc", "ok_bias"):
+            summary.pop(k)
+        summary["classification_only"] = True
+        summary["per_class_recall"] = result["per_class_recall"]
     summary["forced_verdicts"] = result["forced_verdicts"]["count"]
     summary["frames"] = {k: result["frames"][k] for k in ("role", "split", "count", "about")}
     print(json.dumps(summary))
