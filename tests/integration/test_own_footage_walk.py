@@ -133,7 +133,8 @@ def _eval(capsys, run_dir: Path, store: Path, tmp: Path) -> dict:
         "--param", "split=heldout", "--episodes", "1000", "--json", tmp / "eval.json",
     )  # fmt: skip
     assert rc == 0, out
-    return json.loads(out.strip().splitlines()[-1])
+    assert "eval: judged" in out and "held-out frames from store" in out, out
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
 
 
 def test_voc_footage_with_an_ok_class(tmp_path, capsys, tiny_config):
