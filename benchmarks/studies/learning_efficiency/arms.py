@@ -9,7 +9,7 @@ import numpy as np
 
 from benchmarks.harness import ROOT
 from benchmarks.studies.learning_efficiency.tasks import current
-from benchmarks.studies.shared import BALANCED_STOP_WEIGHT
+from benchmarks.studies.shared import BALANCED_STOP_WEIGHT, learn_with_curve
 
 ARMS = {
     "a": "sparse + plain PPO",
@@ -198,9 +198,10 @@ def run_one(
     offset = n_pp + n_bc
 
     def do_eval(steps):
-        return evaluation(model, meta, seed, eval_parts, calibrate, int(steps) + offset)
+        return evaluation(model, meta, seed, eval_parts, calibrate, int(steps))
 
-    curve = _learn_with_curve(model, budget, offset, eval_every, do_eval)
+    curve = [do_eval(offset)] if offset else []
+    learn_with_curve(model, budget - offset, offset, eval_every, do_eval, curve)
     return {
         "arm": arm,
         "seed": seed,
@@ -251,33 +252,6 @@ def _pretrain(
     if n_bc:
         pretrain(model, prof, "synthetic", camera, run_cfg)
     return n_pp, n_bc, frozen
-
-
-def _learn_with_curve(model, budget: int, offset: int, eval_every: int, do_eval) -> list:
-    """Learn the rest of the budget, evaluating every ``eval_every`` steps (at the start of
-    a rollout), after the pretraining and at the end: the learning curve."""
-    from stable_baselines3.common.callbacks import BaseCallback
-
-    curve = []
-
-    class Eval(BaseCallback):
-        def __init__(self):
-            super().__init__()
-            self.next = offset + eval_every
-
-        def _on_rollout_start(self) -> None:
-            if self.num_timesteps + offset >= self.next:
-                self.next += eval_every
-                curve.append(do_eval(self.num_timesteps))
-
-        def _on_step(self) -> bool:
-            return True
-
-    if offset:
-        curve.append(do_eval(0))
-    model.learn(budget - offset, callback=Eval())
-    curve.append(do_eval(model.num_timesteps))
-    return curve
 
 
 def evaluation(model, meta, seed: int, parts: int, calibrate: int, steps: int) -> dict:
