@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import socket
 import ssl
 import threading
 import time
@@ -71,6 +72,18 @@ def _paho() -> Any:
     if not hasattr(mqtt, "CallbackAPIVersion"):
         raise MissingDependencyError("paho-mqtt>=2", "MQTT reporting", "pip install -U paho-mqtt")
     return mqtt
+
+
+def _no_delay(client: Any, userdata: Any, sock: Any) -> None:
+    """Turn Nagle's algorithm off on a new connection (paho's ``on_socket_open``).
+
+    Every MQTT packet paho writes is whole; holding one back until the previous one is
+    acknowledged only adds the peer's delayed ACK (40 ms on Linux) to a result's trip.
+    """
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except (AttributeError, OSError) as exc:  # not a TCP socket: nothing to turn off
+        log.debug("mqtt: TCP_NODELAY not set: %s", exc)
 
 
 class Publisher(Delivery):
@@ -154,6 +167,8 @@ class Publisher(Delivery):
         client.on_publish = self._guarded(self._on_publish)
         client.on_message = self._guarded(self._on_message)
         client.on_subscribe = self._guarded(self._on_subscribe)
+        if cfg.tcp_nodelay:
+            client.on_socket_open = self._guarded(_no_delay)
         return client
 
     def _guarded(self, callback: Any) -> Any:
