@@ -427,6 +427,8 @@ def test_outbox_full_is_announced_and_cleared(broker, collector, proxy, make_res
     relay.thaw()
     assert pub.flush(20)
     assert rep.accepting
+    model = {"sha256": "ab" * 32, "version": "v0002", "channel": "canary"}
+    pub.set_model(model)  # the station names the model it runs, as its results do
     pub.update_status({"parts": 5, "ok": 4, "defect": 1, "errors": 0})
     wait_until(
         lambda: any(
@@ -436,5 +438,5 @@ def test_outbox_full_is_announced_and_cleared(broker, collector, proxy, make_res
         "status with counts",
     )
     last = sub.documents(f"{PREFIX}/status")[-1]
-    assert last["state"] == "online" and last["outbox_depth"] == 0
+    assert last["state"] == "online" and last["outbox_depth"] == 0 and last["model"] == model
     rep.close()

@@ -111,6 +111,7 @@ class Publisher(Delivery):
         self.trigger_subscribed = threading.Event()
         self._trigger_mid: int | None = None
         self._counts: dict[str, Any] = {}
+        self._model: dict[str, Any] | None = None
         self._pump_thread: threading.Thread | None = None
         self._client = self._make_client()
 
@@ -241,6 +242,15 @@ class Publisher(Delivery):
             with self._lock:
                 self._counts = dict(counts)
         self._publish_status()
+
+    def set_model(self, model: Mapping[str, Any] | None) -> None:
+        """Name the model the station runs in the status messages from now on.
+
+        :param model: like a result's ``model``: ``{"sha256": ...}``, with ``version``
+            and ``channel`` for a registry model; None leaves it out.
+        """
+        with self._lock:
+            self._model = dict(model) if model else None
 
     def status(self) -> LinkStatus:
         """A snapshot for the status line and the metrics."""
@@ -403,6 +413,9 @@ class Publisher(Delivery):
             doc["outbox_depth"] = depth
             doc["outbox_limit"] = self.outbox.limit
             doc["counts"] = dict(self._counts)
+            with self._lock:
+                if self._model:
+                    doc["model"] = dict(self._model)
         return json.dumps(doc, separators=(",", ":"))
 
     def _publish_status(self, state: str | None = None, reason: str | None = None) -> Any:
