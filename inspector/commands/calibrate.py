@@ -68,10 +68,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if not (path.is_dir() or suffix in (".zip", ".onnx")):
         raise InspectorError(f"{path}: expected a run directory, model.zip or .onnx")
     params = parse_params(args.param)
-    if str(params.get("split", "")).lower() == "test":
+    if args.camera == "store" and "split" not in params:
+        # A store's val frames are there for choosing; held-out ones judge the result.
+        params["split"] = "val"
+        print("calibrate: store without split=: using its val split (split=val)")
+    if str(params.get("split", "")).lower() in ("test", "heldout"):
         print(
-            "calibrate: warning: choosing the operating point on the test split makes the "
-            "test figures optimistic; use the validation split"
+            f"calibrate: warning: choosing the operating point on the {params['split']} split "
+            "makes the final figures optimistic; use the validation split (split=val)"
         )
     if args.max_false_alarms is not None:
         objective, target = "max_false_alarms", args.max_false_alarms

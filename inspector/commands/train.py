@@ -169,6 +169,10 @@ def print_report(r: dict) -> None:
         )
     elif op:
         print(f"operating point: {op['why']}")
+    if "ok_class" in r and r["ok_class"] is None:
+        # Classification only: no false alarms to count, so per-class recall instead.
+        recall = r.get("per_class_recall") or {}
+        print("per-class recall: " + ", ".join(f"{c} {_f(v)}" for c, v in recall.items()))
     print(
         f"eval ({r['episodes']} parts, ok bias {r.get('ok_bias', 0.0):+.2f}): accuracy "
         f"{r['accuracy']:.3f}, balanced {r['balanced_accuracy']:.3f}, "
@@ -218,5 +222,11 @@ def run_eval(args: argparse.Namespace) -> int:
         )
     }
     summary["ok_bias"] = policy.meta.ok_bias
+    if policy.meta.classification_only:
+        # No ok class: no false alarms, no defect recall, no operating point to report.
+        for k in ("defect_recall", "false_alarm_rate", "defect_auroc", "ok_bias"):
+            summary.pop(k)
+        summary["classification_only"] = True
+        summary["per_class_recall"] = result["per_class_recall"]
     print(json.dumps(summary))
     return 0

@@ -103,7 +103,8 @@ class Station(StationServices, StationStatus):
         self.scanner = self._scanner()
         self.profile_name = self.profile.name if self.profile else self.meta.profile_name
         self.profile_sha256 = self.profile.sha256 if self.profile else self.meta.profile_sha256
-        self.ok_class = self.profile.ok_class if self.profile else self.meta.classes[0]
+        # None for a classification-only model: every verdict is a defect.
+        self.ok_class = self.profile.ok_class if self.profile else self.meta.ok_class
         self._camera_factory = camera_factory or self._open_configured_camera
         self.feed: CameraFeed | None = None
         self._driver_reconnects = 0
@@ -355,7 +356,8 @@ class Station(StationServices, StationStatus):
                 part_id=part, classes=self.meta.classes, probabilities=d.probabilities,
                 label=d.verdict, glimpse_path=d.path, steps=d.steps,
                 captured_at=float(frame.timestamp), latency_ms=1e3 * d.latency_s,
-                ok_class=self.ok_class, **self._ids(trigger),
+                ok_class=self.ok_class, classification_only=self.ok_class is None,
+                **self._ids(trigger),
             )  # fmt: skip
             if self.shadow is not None:
                 result.shadow = self.shadow.collect(ticket)

@@ -172,6 +172,7 @@ class Result:
         profile_name: str = "",
         profile_sha256: str = "",
         ok_class: str | None = None,
+        classification_only: bool = False,
         footage: str | None = None,
         correlation_id: str | None = None,
         trigger_part_id: str | None = None,
@@ -185,6 +186,8 @@ class Result:
         :param label: the declared class (must be one of ``classes``).
         :param glimpse_path: points with ``x``, ``y``, ``zoom`` (e.g. ``scan.PathPoint``).
         :param ok_class: the class that means ok (default ``classes[0]``).
+        :param classification_only: no class means ok (every part has a defect): the
+            verdict is ``defect`` whatever the class.
         :param decided_at: default now.
         :raises ValueError: ``label`` is not a class, lengths differ, or a probability is
             not finite (a broken model output; the station reports it with :meth:`failed`).
@@ -197,7 +200,7 @@ class Result:
             raise ValueError(f"label {label!r} is not one of the classes {classes}")
         if not all(math.isfinite(p) for p in probs):
             raise ValueError(f"non-finite class probabilities {probs}")
-        ok = classes[0] if ok_class is None else ok_class
+        ok = None if classification_only else (classes[0] if ok_class is None else ok_class)
         pmap = dict(zip(classes, probs))
         return cls(
             station=station,

@@ -79,7 +79,7 @@ def glimpse_samples(
     env = make_env()
     try:
         g = int(env.profile.scan.glimpse)
-        ok = int(env.class_index[env.profile.ok_class])
+        ok = _ok_index(env)
         sc = Scanner(env.profile.scan, env.profile.step_budget)
         native = sc.levels - 1
         choices = [native] if levels == "native" else list(range(sc.levels))
@@ -89,6 +89,8 @@ def glimpse_samples(
         ls: list[int] = []
         parts = 0
         while len(xs) < n:
+            if not xs and parts >= 1000:  # e.g. no ok class and no masks or boxes
+                raise ValueError("perception pretraining found no crops in 1000 parts")
             _, info = env.reset(seed=seed * 1_000_003 + parts)
             parts += 1
             frame = env.frame
@@ -116,6 +118,13 @@ def glimpse_samples(
     }
 
 
+def _ok_index(env: Any) -> int:
+    """The ok class's index, or -1 without one (classification only: no defect-free
+    crops are shown, there is no class to call them)."""
+    ok = env.profile.ok_class
+    return int(env.class_index[ok]) if ok is not None else -1
+
+
 def _part_crops(
     sc: Any,
     lvl: int,
@@ -129,7 +138,8 @@ def _part_crops(
 
     A defect part: a crop around a random mask pixel when the defect shows in it, then a
     crop clear of the mask (20 tries); an ok part: one random crop. A defect part without
-    a mask gives none (nothing says where to crop).
+    a mask gives none (nothing says where to crop). Without an ok class (``ok`` -1) no
+    crop clear of the defect is given: there is no class to call it.
     """
     from inspector.teacher import defect_visible
 
@@ -147,7 +157,7 @@ def _part_crops(
         rx0, ry0, rx1, ry1 = sc.rect
         if defect_visible(crop, mask[ry0:ry1, rx0:rx1], lvl == native):
             out.append((crop, label))
-    for _ in range(20 if label != ok else 1):
+    for _ in range(20 if label != ok else 1) if ok >= 0 else ():
         x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
         if mask is None or not mask[y0 : y0 + ch, x0 : x0 + cw].any():
             out.append((_look_at(sc, lvl, x0, y0), ok))
