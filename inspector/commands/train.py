@@ -7,7 +7,12 @@ import json
 import sys
 from pathlib import Path
 
-from inspector.commands._args import add_threads_argument, fraction, positive_int
+from inspector.commands._args import (
+    add_threads_argument,
+    default_store_split,
+    fraction,
+    positive_int,
+)
 from inspector.commands._members import add_members_arguments
 
 
@@ -113,6 +118,7 @@ def run_train(args: argparse.Namespace) -> int:
     from inspector.train.config import TrainConfig
     from inspector.train.runner import train_run
 
+    default_store_split(args, "train", "train", "val chooses the kept model, heldout judges")
     if not Path(args.profile).is_file():
         raise InspectorError(f"profile not found: {args.profile}")
     if args.config and args.preset is None:  # a config file alone is the whole recipe
@@ -218,6 +224,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
     if args.episodes is not None and args.episodes < 1:
         raise InspectorError(f"--episodes must be positive, got {args.episodes}")
+    default_store_split(args, "eval", "heldout", "frames no model was trained or chosen on",
+                        err=True)  # fmt: skip
     from inspector.train.distill import ensemble_policy, is_ensemble_dir
     from inspector.train.evaluate import forced_line, trained_source
 
