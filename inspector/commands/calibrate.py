@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from inspector.commands._args import fraction, positive_int
+from inspector.commands._args import default_store_split, fraction, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -67,11 +67,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         )
     if not (path.is_dir() or suffix in (".zip", ".onnx")):
         raise InspectorError(f"{path}: expected a run directory, model.zip or .onnx")
+    default_store_split(args, "calibrate", "val", "frames for choosing, not for judging")
     params = parse_params(args.param)
-    if args.camera == "store" and "split" not in params:
-        # A store's val frames are there for choosing; held-out ones judge the result.
-        params["split"] = "val"
-        print("calibrate: store without split=: using its val split (split=val)")
     if str(params.get("split", "")).lower() in ("test", "heldout"):
         print(
             f"calibrate: warning: choosing the operating point on the {params['split']} split "

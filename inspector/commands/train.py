@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from inspector.commands._args import fraction, positive_int
+from inspector.commands._args import default_store_split, fraction, positive_int
 from inspector.commands._members import add_members_arguments
 
 
@@ -99,6 +99,7 @@ def run_train(args: argparse.Namespace) -> int:
     from inspector.train.config import TrainConfig
     from inspector.train.runner import train_run
 
+    default_store_split(args, "train", "train", "val chooses the kept model, heldout judges")
     if not Path(args.profile).is_file():
         raise InspectorError(f"profile not found: {args.profile}")
     if args.config and args.preset is None:  # a config file alone is the whole recipe
@@ -192,6 +193,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise InspectorError(f"--episodes must be positive, got {args.episodes}")
+    default_store_split(args, "eval", "heldout", "frames no model was trained or chosen on",
+                        err=True)  # fmt: skip
     from inspector.train.distill import ensemble_policy, is_ensemble_dir
 
     if is_ensemble_dir(args.model):  # train --members' ensemble: its members in torch

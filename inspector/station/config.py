@@ -180,6 +180,7 @@ class MqttSection(MqttSettings):
             reconnect_min_delay=float(self.reconnect_min_delay),
             reconnect_max_delay=float(self.reconnect_max_delay),
             max_payload=int(self.max_payload),
+            tcp_nodelay=bool(self.tcp_nodelay),
         )
         return MqttConfig(station=station, triggers=triggers, **shared)
 

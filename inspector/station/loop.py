@@ -117,6 +117,8 @@ class Station(StationServices, StationStatus):
         self._jsonl: TextIO | None = None
         self._own_reporter = reporter is None
         self.reporter = reporter if reporter is not None else self._reporter()
+        if self.publisher is not None:
+            self.publisher.set_model(self.model_doc())
         self.opcua = OpcuaLink.from_config(config) if config.opcua.enabled else None
         self.shadow = ShadowRunner.from_config(config.shadow, self.meta, self.budget, self.ok_class)
         self._last_status = 0.0
@@ -190,6 +192,18 @@ class Station(StationServices, StationStatus):
             return
         self.metrics.model(ro.label, ro.channel)
         self._say_station(f"model {ro.ref}: {was} -> {ro.label} ({ro.channel})")
+        if self.publisher is not None:
+            self.publisher.set_model(self.model_doc())
+            if self.publisher.connected:
+                self.publisher.update_status(self.metrics.counts())
+
+    def model_doc(self) -> dict[str, Any]:
+        """The running model as results and the MQTT status name it: ``sha256``, and
+        ``version`` and ``channel`` when it comes from a registry."""
+        doc: dict[str, Any] = {"sha256": self.model_sha256}
+        if self.rollout is not None:
+            doc.update(version=self.rollout.label, channel=self.rollout.channel)
+        return doc
 
     def _scanner(self) -> Any:
         from inspector.scan import Scanner

@@ -72,3 +72,12 @@ def test_calibrate_refuses_a_model_without_an_ok_class():
 
     with pytest.raises(InspectorError, match="has no ok class .*per-class recall"):
         choose_operating_point(Fake(), "store", {}, 10)  # type: ignore[arg-type]
+
+
+def test_feedback_reads_no_ok_class_from_a_classification_only_result():
+    from inspector.footage.feedback import _ok_class
+
+    probs = {"crazing": 0.9, "patches": 0.1}
+    assert _ok_class({"verdict": "defect", "label": "crazing", "probabilities": probs}) is None
+    assert _ok_class({"verdict": "defect", "label": "line", "probabilities": {"ok": 0.1,
+                      "line": 0.9}}) == "ok"  # fmt: skip
