@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import InspectorError
+from inspector.files import write_atomic
 from inspector.train.config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -92,9 +93,8 @@ class MemberSpec:
 
 
 def write_json(path: Path, doc: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    """Write ``doc`` as JSON, atomically (a coordinator polls these files)."""
+    write_atomic(path, json.dumps(doc, indent=2) + "\n")
 
 
 def read_json(path: Path, default: Any) -> Any:
