@@ -16,6 +16,7 @@ every library; :func:`ort_session_options` gives ONNX Runtime the same count.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -124,8 +125,9 @@ def configure(threads: int | None = None, *, torch: bool = True) -> ThreadPlan:
 
     Sets ``OMP_NUM_THREADS`` and its kin and ``INSPECTOR_THREADS`` in the environment
     (libraries that start later read them; child processes inherit them), OpenCV's
-    ``cv2.setNumThreads``, and torch's intra-op and inter-op threads (imported here when
-    ``torch``; set anyway when torch is already imported). Call it before the work
+    ``cv2.setNumThreads``, torch's intra-op and inter-op threads (imported here when
+    ``torch``; set anyway when torch is already imported), and the BLAS and OpenMP pools
+    already loaded (numpy's OpenBLAS, through threadpoolctl). Call it before the work
     starts: torch refuses a new inter-op count once it ran parallel work (then the
     intra-op count still applies).
 
@@ -147,8 +149,22 @@ def configure(threads: int | None = None, *, torch: bool = True) -> ThreadPlan:
         pass
     if torch or "torch" in sys.modules:
         _torch_threads(plan.count)
+    _loaded_pools(plan.count)
     _applied = plan
     return plan
+
+
+def _loaded_pools(n: int) -> None:
+    """Resize the BLAS and OpenMP pools already loaded (numpy's OpenBLAS started before
+    the environment said anything: the package imports numpy)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a dependency; without it the env vars apply
+        return
+    try:
+        threadpool_limits(n)
+    except Exception as exc:  # noqa: BLE001 - a library that refuses keeps its own count
+        logging.getLogger(__name__).debug("threadpoolctl could not resize a pool: %s", exc)
 
 
 def _torch_threads(n: int) -> None:

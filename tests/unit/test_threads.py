@@ -52,6 +52,10 @@ def test_configure_sizes_openmp_torch_and_opencv_and_exports_the_count():
     for var in (threads.ENV, *threads.LIBRARY_ENV):
         assert os.environ[var] == "1"
     assert threads.current() == 1
+    from threadpoolctl import threadpool_info
+
+    blas = [p for p in threadpool_info() if p["user_api"] == "blas"]  # numpy's, loaded early
+    assert blas and all(p["num_threads"] == 1 for p in blas)
 
 
 def test_onnx_runtime_sessions_get_the_count_and_one_inter_op_thread():
