@@ -205,7 +205,12 @@ def print_report(r: dict) -> None:
         print("  per-class recall: " + ", ".join(f"{c} {_f(v)}" for c, v in recall.items()))
     if forced_line(r):
         print(f"  {forced_line(r)}")
-    if not frames.get("held_out"):
+    if frames.get("camera") == "synthetic":
+        print(
+            "  for a held-out figure: inspector eval RUN --camera synthetic --param seed=S "
+            "(another seed than training's and validation's)"
+        )
+    elif not frames.get("held_out"):
         print(
             "  for a held-out figure: inspector eval RUN --camera ... --param split=test "
             "(frames never trained or chosen on)"
