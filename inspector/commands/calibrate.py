@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from inspector.commands._args import default_store_split, fraction, positive_int
+from inspector.commands._args import (
+    add_threads_argument,
+    default_store_split,
+    fraction,
+    positive_int,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="fewest false alarms with at least this defect recall (e.g. 0.95)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the choice, store nothing")
+    add_threads_argument(p)
     p.set_defaults(func=run_calibrate)
 
 
