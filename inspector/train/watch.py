@@ -88,8 +88,11 @@ def progress_callback(
                 self.bar.set_postfix_str(self._figure(), refresh=False)
                 self.bar.update(0)
             elif self.line is not None and self.line.update(self.num_timesteps, self._figure()):
-                write_progress(out, self.line, self.num_timesteps, self._figure())
+                write_progress(out, self.line, self.num_timesteps, self._figure(), self._slow())
             return True
+
+        def _slow(self) -> str | None:
+            return self.watch.warnings[-1] if self.watch.slow and self.watch.warnings else None
 
         def _on_rollout_end(self) -> None:
             self.t_rollout_end = time.monotonic()
@@ -106,9 +109,16 @@ def progress_callback(
 
 
 def write_progress(
-    out: Path, line: ProgressLine, done: int, figure: str, *, finished: bool = False
+    out: Path,
+    line: ProgressLine,
+    done: int,
+    figure: str,
+    slow: str | None = None,
+    *,
+    finished: bool = False,
 ) -> None:
-    """``out/progress.json``: steps done of the total, steps/s, the figure, the time."""
+    """``out/progress.json``: steps done of the total, steps/s, the figure, the time, and
+    the speed warning of a slow stretch (``slow``; null when the run is at speed)."""
     elapsed = line.clock() - line.t0
     doc = {
         "done": int(done),
@@ -116,6 +126,7 @@ def write_progress(
         "steps_per_s": round((done - line.n0) / elapsed, 2) if elapsed > 0 else None,
         "figure": figure,
         "finished": finished,
+        "slow": slow,
         "time": time.time(),
     }
     try:
@@ -155,13 +166,23 @@ class MembersProgress:
     def __init__(self, every: float | None = None) -> None:
         self.every = interval() if every is None else every
         self.last = time.monotonic()
+        self.warned: dict[str, str] = {}
 
     def poll(self, runs: Sequence[Path]) -> str | None:
-        """Log a line on ``runs`` when the interval has passed; return it."""
+        """Log a line on ``runs`` when the interval has passed, and once each member's new
+        speed warning (it is in the member's own train.log); return the line."""
         now = time.monotonic()
         if not runs or now - self.last < self.every:
             return None
         self.last = now
+        for run in runs:
+            try:
+                slow = json.loads((Path(run) / PROGRESS_FILE).read_text()).get("slow")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if slow and self.warned.get(str(run)) != slow:
+                log.warning("member %s: %s", Path(run).name, slow)
+            self.warned[str(run)] = slow or ""
         line = "members: " + members_line(runs)
         log.info("%s", line)
         return line

@@ -24,6 +24,15 @@ def test_the_members_parent_reads_each_members_progress(tmp_path, caplog):
     with caplog.at_level(logging.INFO, "inspector.progress"):
         assert watch.poll([a]) == "members: m0 2,048/8,192 at 102 steps/s, ETA 60 s, acc 0.50"
     assert caplog.messages
+    doc = json.loads((a / "progress.json").read_text())
+    (a / "progress.json").write_text(json.dumps({**doc, "slow": "training runs at 3 steps/s"}))
+    caplog.clear()
+    with caplog.at_level(logging.INFO, "inspector.progress"):
+        watch.poll([a])
+        watch.poll([a])  # the same stretch: said once
+    assert [m for m in caplog.messages if "3 steps/s" in m] == [
+        "member m0: training runs at 3 steps/s"
+    ]
 
 
 def test_the_minibatch_fits_the_rollout_with_a_note():
