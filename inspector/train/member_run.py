@@ -243,7 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m inspector.train.member_run SPEC.json", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("inspector.progress").setLevel(logging.INFO)
     try:
+        from inspector.threads import configure
+
+        configure()  # the share of threads the parent gave this member (INSPECTOR_THREADS)
         run_member(args[0])
     except InspectorError as exc:
         print(f"error: {exc}", file=sys.stderr)
