@@ -256,7 +256,7 @@ class SpeedWatch:
                 f"{self.what} started at {rate:,.1f} {self.unit}/s with the load average at "
                 f"{load:.1f} on {self.cores} core(s): other jobs share these cores, so it "
                 "may run far below its speed (and no slow-down can be measured against this "
-                "start). Fix: give it cores of its own, or fewer threads (--threads 1)"
+                f"start). Fix: {self.fix()}"
             )
             self.warnings.append(msg)
             self.log.warning("%s", msg)
@@ -287,8 +287,14 @@ class SpeedWatch:
                 f"load average {load:.1f} on {self.cores} core(s); something else slowed "
                 "this process (memory pressure, CPU throttling, a slow disk)"
             )
-        return (
-            f"{head}: {cause}. Fix: give it cores of its own (stop other jobs, taskset or a "
-            f"cpuset), or fewer threads (--threads 1 or INSPECTOR_THREADS=1; now "
-            f"{self.threads} per process)"
-        )
+        return f"{head}: {cause}. Fix: {self.fix()}"
+
+    def fix(self) -> str:
+        """What to do about it: cores of its own, and fewer threads when it has several."""
+        text = "give it cores of its own (stop other jobs, or taskset / a cpuset)"
+        if self.threads > 1:
+            text += (
+                f", or fewer threads (--threads 1 or INSPECTOR_THREADS=1; now {self.threads} "
+                "per process)"
+            )
+        return text

@@ -38,8 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--episodes",
         type=positive_int,
-        default=100_000,
-        help="parts to inspect (default: all of a folder; synthetic: give a number)",
+        help="parts to inspect (default: every frame of a finite source once, as eval; "
+        "100 synthetic panels)",
     )
     goal = p.add_mutually_exclusive_group()
     goal.add_argument(

@@ -36,6 +36,7 @@ def test_a_finite_source_is_judged_whole_once_by_default_an_endless_one_in_a_blo
     block = eval_indices(Endless(), None)
     assert len(block) == ENDLESS_EPISODES and block[0] == EVAL_INDEX_BASE
     assert build_parser().parse_args(["eval", "run", "--camera", "folder"]).episodes is None
+    assert build_parser().parse_args(["calibrate", "run", "--camera", "folder"]).episodes is None
 
 
 def test_training_frames_are_never_called_held_out():
