@@ -93,6 +93,16 @@ def add_threads_argument(p: argparse.ArgumentParser, libraries: str = "torch") -
     p.set_defaults(thread_libraries=libraries)
 
 
+def add_progress_argument(p: argparse.ArgumentParser) -> None:
+    """``--no-progress``: no bar, a progress line every 30 s (:mod:`inspector.train.watch`)."""
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar: a progress line every 30 s instead (also when stderr is not a "
+        "terminal)",
+    )
+
+
 def fraction(text: str) -> float:
     """``type=`` for rates 0..1 (false-alarm ceilings, recall floors)."""
     try:

@@ -9,7 +9,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from inspector.commands._args import add_threads_argument, label_map, positive_int
+from inspector.commands._args import (
+    add_progress_argument,
+    add_threads_argument,
+    label_map,
+    positive_int,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -53,12 +58,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--label-map", help="rename store labels for the profile, old:new,...")
     p.add_argument("--seed", type=int, help="random seed (overrides the config)")
-    p.add_argument(
-        "--no-progress",
-        action="store_true",
-        help="no progress bar: a progress line every 30 s instead (also when stderr is not a "
-        "terminal)",
-    )
+    add_progress_argument(p)
     add_threads_argument(p)
     p.set_defaults(func=run_retrain)
     return p

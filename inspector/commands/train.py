@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from inspector.commands._args import (
+    add_progress_argument,
     add_threads_argument,
     default_store_split,
     fraction,
@@ -73,12 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--n-envs", type=positive_int, help="parallel environments (overrides the config)"
     )
-    p.add_argument(
-        "--no-progress",
-        action="store_true",
-        help="no progress bar: a progress line every 30 s instead (also when stderr is not a "
-        "terminal)",
-    )
+    add_progress_argument(p)
     add_threads_argument(p)
     add_members_arguments(p)
     p.set_defaults(func=run_train)

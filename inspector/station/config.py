@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import ConfigError, ModelError, StationError
-from inspector.station.console.config import ConsoleSection, is_loopback
+from inspector.station.console.config import ConsoleSection
 from inspector.station.mqtt import MqttConfig, MqttSettings
+from inspector.station.netaddr import is_loopback
 from inspector.station.opcua.settings import OpcuaSection
 from inspector.station.rollout import is_ref, parse_ref
 from inspector.station.shadow import ShadowSection
