@@ -3,7 +3,9 @@
 :func:`check_container` says whether a JPEG or PNG container is whole,
 :func:`image_size` reads the size a header states (so an image that would decode
 to gigabytes is refused unread), and :func:`jpeg_scan_complete` walks a baseline
-JPEG's scan to tell a whole file from one cut short and given its end marker again.
+JPEG's scan to tell a whole file from one cut short and given its end marker again;
+:func:`jpeg_progression_complete` reads a progressive JPEG's scan headers to tell a
+file cut between two scans.
 :mod:`inspector.imageio` decodes footage with these checks in front.
 """
 
@@ -11,7 +13,13 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["check_container", "image_size", "is_jpeg", "jpeg_scan_complete"]
+__all__ = [
+    "check_container",
+    "image_size",
+    "is_jpeg",
+    "jpeg_progression_complete",
+    "jpeg_scan_complete",
+]
 
 _JPEG_SOI = b"\xff\xd8"
 _JPEG_EOI = b"\xff\xd9"
@@ -326,3 +334,82 @@ def _walk(chunk: bytes, plan: list, mcus: int) -> bool:
             if pos > limit:
                 return False
     return pos <= limit
+
+
+# -- a progressive JPEG whose scans stop early ----------------------------------------------
+def _skip_entropy(data: bytes, i: int) -> int:
+    """Where the marker after the entropy-coded data starting at ``i`` is; -1 when none."""
+    n = len(data)
+    while True:
+        i = data.find(b"\xff", i)
+        if i < 0 or i + 1 >= n:
+            return -1
+        nxt = data[i + 1]
+        if nxt == 0x00 or 0xD0 <= nxt <= 0xD7:  # a stuffed 0xFF, a restart marker
+            i += 2
+        elif nxt == 0xFF:  # fill bytes before a marker
+            i += 1
+        else:
+            return i
+
+
+def jpeg_progression_complete(data: bytes) -> bool | None:
+    """Whether a progressive JPEG's scans code every coefficient of every component to its
+    last bit (and every segment up to the end-of-image marker is whole).
+
+    A progressive file cut between two scans and given its end marker again is a valid
+    JPEG to libjpeg (a coarser image); this tells it apart by the scan headers alone
+    (nothing is decoded). Encoders (libjpeg, mozjpeg, OpenCV, Pillow) code every
+    coefficient; a file that leaves one out is treated as cut short. A cut inside a
+    scan is libjpeg's to notice (:func:`inspector.jpeg_libjpeg.libjpeg_warning`).
+
+    :param data: the file's bytes.
+    :returns: None when this is not a progressive JPEG; else True or False.
+    """
+    if data[:2] != _JPEG_SOI:
+        return None
+    low: dict[int, list[int]] | None = None  # component id -> lowest Al seen per coefficient
+    i, n = 2, len(data)
+    while True:
+        if i + 2 > n or data[i] != 0xFF:
+            return False if low is not None else None
+        marker = data[i + 1]
+        if marker == 0xFF:
+            i += 1
+            continue
+        if marker == 0xD9:
+            break
+        if marker in (0x01, *range(0xD0, 0xD8)):
+            i += 2
+            continue
+        if i + 4 > n:
+            return False if low is not None else None
+        (length,) = struct.unpack(">H", data[i + 2 : i + 4])
+        if length < 2 or i + 2 + length > n:
+            return False if low is not None else None
+        seg = data[i + 4 : i + 2 + length]
+        i += 2 + length
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            if marker not in (0xC2, 0xC6, 0xCA, 0xCE) or len(seg) < 6:
+                return None  # sequential or lossless: not progressive
+            ids = [seg[6 + 3 * c] for c in range(seg[5]) if 6 + 3 * c < len(seg)]
+            low = {cid: [99] * 64 for cid in ids}
+        elif marker == 0xDA:
+            if low is None or not seg or len(seg) < 1 + 2 * seg[0] + 3:
+                return False if low is not None else None
+            ns = seg[0]
+            ss, se, a = seg[1 + 2 * ns], seg[2 + 2 * ns], seg[3 + 2 * ns]
+            if not ss <= se <= 63:
+                return False
+            for c in range(ns):
+                cov = low.get(seg[1 + 2 * c])
+                if cov is None:
+                    return False
+                for k in range(ss, se + 1):
+                    cov[k] = min(cov[k], a & 15)
+            i = _skip_entropy(data, i)
+            if i < 0:
+                return False
+    if low is None:
+        return None
+    return bool(low) and all(v == 0 for cov in low.values() for v in cov)

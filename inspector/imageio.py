@@ -20,7 +20,13 @@ What is checked before anything is decoded:
 After decoding, a JPEG whose last block is the decoder's flat grey fill has its
 scan walked (:func:`jpeg_scan_complete`): a file cut short and given an end
 marker again decodes without complaint, the missing blocks mid-grey (128).
-Progressive JPEGs are not walked; a truncated one with an appended marker passes.
+
+A progressive JPEG cut short shows nothing in its pixels (a cut in a late scan only
+loses detail), so before it is decoded its scan headers must code every coefficient
+to its last bit (:func:`jpeg_progression_complete`: a cut between two scans), and
+libjpeg must decode it without a warning (:func:`libjpeg_warning`, through
+TurboJPEG: a cut inside a scan). Without libturbojpeg a progressive JPEG is refused,
+with a reason that says what to install.
 
 The checks on the bytes live in :mod:`inspector.image_bytes` (importable from here too).
 """
@@ -35,7 +41,14 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import MissingDependencyError
-from inspector.image_bytes import check_container, image_size, is_jpeg, jpeg_scan_complete
+from inspector.image_bytes import (
+    check_container,
+    image_size,
+    is_jpeg,
+    jpeg_progression_complete,
+    jpeg_scan_complete,
+)
+from inspector.jpeg_libjpeg import libjpeg_warning
 
 #: File suffixes (lower case) that the footage readers treat as images.
 IMAGE_SUFFIXES: frozenset[str] = frozenset(
@@ -81,6 +94,23 @@ def _jpeg_grey_fill(img: np.ndarray) -> bool:
     return bool(block.size) and bool((block == _JPEG_FILL).all())
 
 
+def _progressive_reason(data: bytes) -> str | None:
+    """Why a progressive JPEG is refused (cut between scans, or libjpeg warned), or None.
+
+    Sequential JPEGs are left to the grey-fill check after decoding (None here).
+    """
+    complete = jpeg_progression_complete(data)
+    if complete is None:
+        return None
+    if not complete:
+        return "truncated progressive JPEG (its scans stop before every coefficient is coded)"
+    try:
+        warning = libjpeg_warning(data)
+    except MissingDependencyError as exc:
+        return f"progressive JPEG not checked: {exc}"
+    return f"damaged progressive JPEG (libjpeg: {warning})" if warning else None
+
+
 def decode_image(
     data: bytes, *, grayscale: bool = True, max_pixels: int | None = None
 ) -> tuple[np.ndarray | None, str | None]:
@@ -108,6 +138,10 @@ def decode_image(
             f"image is {w}x{h} ({w * h:,} pixels), over the limit of {limit:,} "
             f"(INSPECTOR_MAX_IMAGE_PIXELS)"
         )
+    if is_jpeg(data):
+        reason = _progressive_reason(data)
+        if reason:
+            return None, reason
     flag = cv2.IMREAD_GRAYSCALE if grayscale else cv2.IMREAD_COLOR
     try:
         img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flag)

@@ -74,6 +74,11 @@ class Station(StationServices, StationStatus):
         cannot be used (before any part is taken).
     """
 
+    #: Seconds a triggered station waits for a trigger before it looks after itself
+    #: (heartbeat, status line, back-pressure) and waits again. A trigger or a stop wakes
+    #: it at once: this is not a poll of the trigger source.
+    BEAT_S = 0.2
+
     def __init__(
         self,
         config: StationConfig,
@@ -117,6 +122,8 @@ class Station(StationServices, StationStatus):
         self._jsonl: TextIO | None = None
         self._own_reporter = reporter is None
         self.reporter = reporter if reporter is not None else self._reporter()
+        if self.publisher is not None:
+            self.publisher.set_model(self.model_doc())
         self.opcua = OpcuaLink.from_config(config) if config.opcua.enabled else None
         self.shadow = ShadowRunner.from_config(config.shadow, self.meta, self.budget, self.ok_class)
         self._last_status = 0.0
@@ -190,6 +197,18 @@ class Station(StationServices, StationStatus):
             return
         self.metrics.model(ro.label, ro.channel)
         self._say_station(f"model {ro.ref}: {was} -> {ro.label} ({ro.channel})")
+        if self.publisher is not None:
+            self.publisher.set_model(self.model_doc())
+            if self.publisher.connected:
+                self.publisher.update_status(self.metrics.counts())
+
+    def model_doc(self) -> dict[str, Any]:
+        """The running model as results and the MQTT status name it: ``sha256``, and
+        ``version`` and ``channel`` when it comes from a registry."""
+        doc: dict[str, Any] = {"sha256": self.model_sha256}
+        if self.rollout is not None:
+            doc.update(version=self.rollout.label, channel=self.rollout.channel)
+        return doc
 
     def _scanner(self) -> Any:
         from inspector.scan import Scanner
@@ -213,8 +232,14 @@ class Station(StationServices, StationStatus):
 
     # -- the loop --------------------------------------------------------------------
     def request_stop(self) -> None:
-        """Finish the current part and stop (safe from a signal handler)."""
+        """Finish the current part and stop (safe from a signal handler).
+
+        A loop waiting for a trigger is woken, not left to its next beat.
+        """
         self._stop.set()
+        for source in (self.publisher, self.opcua):
+            if source is not None:
+                source.wake()
 
     @property
     def stopping(self) -> bool:
@@ -245,7 +270,7 @@ class Station(StationServices, StationStatus):
                     continue
                 if self.cfg.trigger.mode in ("mqtt", "opcua"):
                     source = self.publisher if self.cfg.trigger.mode == "mqtt" else self.opcua
-                    trig = source.next_trigger(timeout=0.2) if source else None
+                    trig = source.next_trigger(timeout=self.BEAT_S) if source else None
                     if trig is not None:
                         self.step(trig)
                 else:

@@ -7,7 +7,6 @@ import logging
 import math
 import os
 import shutil
-import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -93,7 +92,7 @@ def ppo_kwargs(cfg: TrainConfig, n_classes: int | None = None) -> dict[str, Any]
     """
     return {
         "n_steps": cfg.n_steps,
-        "batch_size": cfg.batch_size,
+        "batch_size": cfg.minibatch()[0],  # the commands print the note when it differs
         "n_epochs": cfg.n_epochs,
         "gamma": cfg.gamma,
         "gae_lambda": cfg.gae_lambda,
@@ -165,8 +164,10 @@ class TrainResult:
 def _callbacks(out: Path, cfg: TrainConfig, total: int, progress: bool):
     from stable_baselines3.common.callbacks import BaseCallback
 
+    from inspector.train.watch import progress_callback
+
     class RunCallback(BaseCallback):
-        """Progress bar, per-term TensorBoard means, checkpoints at rollout boundaries."""
+        """Per-term TensorBoard means, checkpoints at rollout boundaries."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -175,18 +176,10 @@ def _callbacks(out: Path, cfg: TrainConfig, total: int, progress: bool):
             self.term_sums: dict[str, float] = {}
             self.term_n = 0
             self.native = 0
-            self.t0 = time.time()
-            self.n0 = 0
             self.last_ckpt = 0
-            self.bar = None
 
         def _on_training_start(self) -> None:
-            self.n0 = self.num_timesteps
             self.last_ckpt = self.num_timesteps
-            if progress:
-                from tqdm import tqdm
-
-                self.bar = tqdm(total=total, initial=self.num_timesteps, unit="step", ncols=100)
 
         def _on_step(self) -> bool:
             for info in self.locals.get("infos", []):
@@ -197,12 +190,6 @@ def _callbacks(out: Path, cfg: TrainConfig, total: int, progress: bool):
                 if "correct" in info and "steps" in info:
                     self.recent.append(float(info["correct"]))
                     self.steps_recent.append(info["steps"])
-            if self.bar is not None:
-                self.bar.n = self.num_timesteps
-                rate = (self.num_timesteps - self.n0) / max(1e-6, time.time() - self.t0)
-                acc = np.mean(self.recent) if self.recent else float("nan")
-                self.bar.set_postfix_str(f"{rate:.0f} steps/s, acc {acc:.2f}", refresh=False)
-                self.bar.update(0)
             return True
 
         def _on_rollout_start(self) -> None:
@@ -222,11 +209,9 @@ def _callbacks(out: Path, cfg: TrainConfig, total: int, progress: bool):
                 rec("rollout/mean_glimpses", float(np.mean(self.steps_recent)))
             self.term_sums, self.term_n, self.native = {}, 0, 0
 
-        def _on_training_end(self) -> None:
-            if self.bar is not None:
-                self.bar.close()
-
-    return RunCallback()
+    # The progress callback first: its timing then leaves out the others' checks.
+    procs = 1 + (cfg.n_envs if cfg.vec_env == "subproc" and cfg.n_envs > 1 else 0)
+    return [progress_callback(out, total, progress, processes=procs), RunCallback()]
 
 
 def pretrain_perception(
@@ -483,7 +468,7 @@ def train_run(
             remaining = timesteps
             reset = True
         if remaining > 0:
-            callbacks = [_callbacks(out, cfg, timesteps, progress)]
+            callbacks = _callbacks(out, cfg, timesteps, progress)
             model.learn(
                 remaining,
                 callback=callbacks + ([sel.callback()] if sel else []),
@@ -516,19 +501,24 @@ def evaluate_run(
     :param extra: sections added to the report (kept model, operating point, recipe).
     """
     from inspector.policy.operating_point import read_ok_bias
-    from inspector.train.evaluate import evaluate, write_report
-    from inspector.train.select import frames_doc
+    from inspector.train.evaluate import evaluate, trained_source, write_report
     from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     model, profile, sha = load_trained(out)
     policy = TorchPolicy(model, meta_for_model(model, profile, sha, read_ok_bias(out, sha)))
     result, kept = evaluate(
-        policy, camera, params, cfg.final_eval_episodes, ok_class=profile.ok_class, keep=6
+        policy,
+        camera,
+        params,
+        cfg.final_eval_episodes,
+        ok_class=profile.ok_class,
+        keep=6,
+        trained_on=trained_source(out),
     )
     result["model_sha256"] = sha
     result["scan"] = dict(policy.meta.scan)
     result["ok_bias"] = policy.meta.ok_bias
-    result["eval_frames"] = frames_doc(camera, params, result["episodes"])
+    result["eval_frames"] = result.pop("frames")  # which frames, and what they are to it
     result.update(extra or {})
     write_report(result, kept, out / "report.json", out / "report.png")
     return result

@@ -119,6 +119,12 @@ def _online(sub_docs, station: str) -> bool:
     return bool(docs) and docs[-1]["state"] == "online"
 
 
+def _status_model(sub_docs, station: str) -> tuple[str, str] | None:
+    docs = sub_docs(f"inspector/v1/{station}/status")
+    model = docs[-1].get("model") if docs else None
+    return (model["version"], model["channel"]) if model else None
+
+
 def _trigger_all(broker, stations: list[str], part: str) -> None:
     sender = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
     sender.connect(broker.host, broker.port)
@@ -161,6 +167,10 @@ def test_a_fleet_picks_by_channel_and_share_and_a_rollback_reaches_every_station
             procs.append(StationProc(cfg))
         for sid in fleet:
             wait_until(lambda sid=sid: _online(sub.documents, sid), 60, f"{sid} online")
+        # The retained status names the version and channel each station runs.
+        assert {sid: _status_model(sub.documents, sid) for sid in fleet} == {
+            sid: before for sid, (_, before, _) in fleet.items()
+        }
 
         def versions(part: str) -> dict[str, tuple[str, str]]:
             got = {}
@@ -180,6 +190,8 @@ def test_a_fleet_picks_by_channel_and_share_and_a_rollback_reaches_every_station
         _trigger_all(broker, list(fleet), "p2")
         wait_until(lambda: len(versions("p2")) == len(fleet), 30, "the next part of each")
         assert versions("p2") == {sid: after for sid, (_, _, after) in fleet.items()}
+        for sid, (_, _, after) in fleet.items():  # a switch publishes the status again
+            wait_until(lambda s=sid, a=after: _status_model(sub.documents, s) == a, 10, sid)
     finally:
         for p in procs:
             p.stop()

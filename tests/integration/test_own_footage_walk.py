@@ -128,12 +128,15 @@ def _walk(capsys, tmp: Path, store: Path, profile: Path, cfg: Path) -> dict:
 
 
 def _eval(capsys, run_dir: Path, store: Path, tmp: Path) -> dict:
-    rc, out = run(
-        capsys, "eval", run_dir, "--camera", "store", "--param", f"path={store}",
-        "--param", "split=heldout", "--episodes", "1000", "--json", tmp / "eval.json",
-    )  # fmt: skip
+    rc = main([str(a) for a in (
+        "eval", run_dir, "--camera", "store", "--param", f"path={store}",
+        "--episodes", "1000", "--json", tmp / "eval.json",
+    )])  # fmt: skip
+    out = capsys.readouterr()
     assert rc == 0, out
-    return json.loads(out.strip().splitlines()[-1])
+    assert "eval: store without split=: using its heldout split" in out.err
+    assert "eval: judged" in out.err and "held-out frames from store" in out.err, out.err
+    return json.loads([line for line in out.out.splitlines() if line.startswith("{")][-1])
 
 
 def test_voc_footage_with_an_ok_class(tmp_path, capsys, tiny_config):

@@ -16,7 +16,7 @@ MAX_FUNCTION = 80
 
 #: Modules still over MAX_MODULE lines: path -> lines today.
 MODULES_OVER: dict[str, int] = {
-    "inspector/train/runner.py": 534,
+    "inspector/train/runner.py": 524,
 }
 #: Functions still over MAX_FUNCTION lines: "path:qualified name" -> lines today.
 FUNCTIONS_OVER: dict[str, int] = {

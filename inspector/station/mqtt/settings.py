@@ -52,6 +52,10 @@ class MqttSettings:
     :param max_payload: the largest result published (bytes); a larger one goes to the
         outbox's dead-letter table instead of blocking every later result. Brokers cap
         packets (AWS IoT at 128 KiB); with MQTT 5 the broker's own cap also counts.
+    :param tcp_nodelay: send each MQTT packet at once (``TCP_NODELAY``). With Nagle's
+        algorithm on, a result waits for the ACK of the station's previous packet (its
+        PUBACK of the trigger), which the broker's kernel delays by up to 40 ms. The
+        broker's own side wants ``set_tcp_nodelay true`` in mosquitto.conf (docs/mqtt.md).
     """
 
     host: str = "127.0.0.1"
@@ -68,6 +72,7 @@ class MqttSettings:
     reconnect_min_delay: float = 1.0
     reconnect_max_delay: float = 30.0
     max_payload: int = 128 * 1024
+    tcp_nodelay: bool = True
 
 
 @dataclass(frozen=True)
