@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +13,9 @@ from inspector.train.checkpoints import save_checkpoint
 from inspector.train.config import TrainConfig
 
 
-def run_callback(out: Path, cfg: TrainConfig, total: int, progress: bool):
+def run_callback(out: Path, cfg: TrainConfig, total: int, progress: bool, clock: Any = None):
+    """The callback; ``clock`` (:class:`inspector.train.phases.PhaseClock`) is flushed at
+    each checkpoint."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class RunCallback(BaseCallback):
@@ -60,6 +63,8 @@ def run_callback(out: Path, cfg: TrainConfig, total: int, progress: bool):
             if self.num_timesteps - self.last_ckpt >= cfg.checkpoint_interval:
                 save_checkpoint(self.model, out)
                 self.last_ckpt = self.num_timesteps
+                if clock is not None:
+                    clock.flush()
 
         def _on_rollout_end(self) -> None:
             rec = self.logger.record

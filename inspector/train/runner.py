@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import InspectorError
-from inspector.files import atomic_path
+from inspector.files import atomic_path, write_atomic
 from inspector.profile import Profile, load_profile
 from inspector.train.build import (
     build_model,
@@ -26,6 +26,7 @@ from inspector.train.build import (
 from inspector.train.callbacks import run_callback
 from inspector.train.checkpoints import read_latest, resume_model, save_checkpoint
 from inspector.train.config import TrainConfig
+from inspector.train.phases import PhaseClock
 
 #: The names callers (retraining, the benchmarks) import from here, the run's pieces
 #: included.
@@ -160,9 +161,10 @@ def _fresh_model(
     camera: str,
     camera_params: Mapping[str, Any],
     init_from: str | None,
+    clock: PhaseClock,
 ) -> Any:
     """A new model, initialised from ``init_from`` when given, then pretrained (perception
-    crops, cloning the scripted teacher) as ``cfg`` says."""
+    crops, cloning the scripted teacher) as ``cfg`` says; ``clock`` counts their CPU."""
     from inspector.train.perception import freeze_glimpse_cnn
 
     model = build_model(env, profile, cfg, teacher, str(out / "tb"))
@@ -172,7 +174,8 @@ def _fresh_model(
         base, _, _ = load_trained(init_from)
         model.policy.load_state_dict(base.policy.state_dict())
     if cfg.perception_samples > 0:
-        pretrain_perception(model, str(prof_copy), camera, camera_params, cfg, out)
+        with clock.phase("perception"):
+            pretrain_perception(model, str(prof_copy), camera, camera_params, cfg, out)
     elif cfg.perception_freeze:
         if not init_from:
             log.warning(
@@ -181,7 +184,8 @@ def _fresh_model(
             )
         freeze_glimpse_cnn(model)
     if teacher == "scripted" and cfg.bc_samples > 0:
-        pretrain(model, str(prof_copy), camera, camera_params, cfg, out)
+        with clock.phase("cloning"):
+            pretrain(model, str(prof_copy), camera, camera_params, cfg, out)
     return model
 
 
@@ -220,9 +224,10 @@ def train_run(
     prof_copy = _write_run_files(out, profile_path, profile, camera, camera_params, cfg, resume)
     teacher = resolve_teacher(cfg, teacher_path)
     resuming = resume and (out / "checkpoints" / "latest.json").is_file()
+    clock = PhaseClock(out, fresh=not resuming)
     val, val_source = val_params(camera, camera_params, cfg)
     sel = (
-        BestOnVal(out, profile, camera, val, cfg, val_source, fresh=not resuming)
+        BestOnVal(out, profile, camera, val, cfg, val_source, fresh=not resuming, clock=clock)
         if val is not None and cfg.select_interval > 0
         else None
     )
@@ -235,28 +240,33 @@ def train_run(
             if resume:
                 log.warning("--resume: no checkpoint in %s, starting fresh", out)
             model = _fresh_model(
-                env, profile, cfg, teacher, out, prof_copy, camera, camera_params, init_from
+                env, profile, cfg, teacher, out, prof_copy, camera, camera_params, init_from, clock
             )
             remaining = timesteps
         if remaining > 0:
-            model.learn(
-                remaining,
-                callback=[run_callback(out, cfg, timesteps, progress)]
-                + ([sel.callback()] if sel else []),
-                reset_num_timesteps=not resuming,
-                tb_log_name="hybrid_ppo",
-            )
+            with clock.phase("ppo"):  # the val checks during it count as theirs
+                model.learn(
+                    remaining,
+                    callback=[run_callback(out, cfg, timesteps, progress, clock)]
+                    + ([sel.callback()] if sel else []),
+                    reset_num_timesteps=not resuming,
+                    tb_log_name="hybrid_ppo",
+                )
         save_checkpoint(model, out)
         with atomic_path(out / "model.zip") as tmp:
             model.save(str(tmp))
-        ending = end_of_training(out, model, sel, camera, val, val_source, cfg)
+        with clock.phase("calibration"):  # the last val check counts as one
+            ending = end_of_training(out, model, sel, camera, val, val_source, cfg)
     finally:
         env.close()
     report = None
     if evaluate_after and cfg.final_eval_episodes > 0:
         extra = {**ending, **({"recipe": dict(recipe)} if recipe else {})}
         params = {**camera_params, **cfg.eval_camera_params}
-        report = evaluate_run(out, camera, params, cfg, extra)
+        with clock.phase("evaluation"):
+            report = evaluate_run(out, camera, params, cfg, extra)
+        report["cpu_s_by_phase"] = dict(clock.seconds)
+        write_atomic(out / "report.json", json.dumps(report, indent=2))
     return TrainResult(out, out / "model.zip", int(model.num_timesteps), report)
 
 
