@@ -89,7 +89,57 @@ def record(run: Path, label: str, note: str = "", partial: bool = False, command
             costs[r["name"]] = json.loads(path.read_text())
     config = {"label": label, **asked, "train_config": config_changes(spec["config"])}
     result = {"note": note, "command": command, "status": status, "rows": rows, "costs": costs}
+    if status != "done":
+        result["unfinished"] = [
+            _progress(run / "members" / m, m) for m in members if m not in costs
+        ] + [_progress(run / "student", "student")] * (run / "student" / "attempts.json").is_file()
     return save_result(FOLDER / f"{label}.json", STUDY, config, result)
+
+
+def _read(path: Path, default: object) -> object:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def _progress(folder: Path, name: str) -> dict:
+    """How far an unfinished model got: steps, CPU so far by phase, its val checks."""
+    latest = _read(folder / "checkpoints" / "latest.json", {})
+    attempts = _read(folder / "attempts.json", [])
+    checks = _read(folder / "select.json", {}).get("checks", [])
+    keep = ("steps", "operating_point", "ok_bias", "balanced_accuracy", "defect_auroc")
+    return {
+        "name": name,
+        "steps": int(latest.get("num_timesteps", 0)),
+        "cpu_s": round(sum(a.get("cpu_s", 0.0) for a in attempts), 2),
+        "phases": _read(folder / "phases.json", {}),
+        "val_checks": [{k: c.get(k) for k in keep} for c in checks],
+    }
+
+
+def progress_section(data: dict) -> str:
+    """The unfinished models of a partial run: how far each got and its val checks."""
+    out = []
+    for p in data.get("unfinished", []):
+        if not p["steps"] and not p["cpu_s"]:
+            out.append(f"{p['name']}: not started.\n")
+            continue
+        phases = ", ".join(f"{k} {v / 60:.1f}" for k, v in p["phases"].items())
+        out.append(
+            f"{p['name']}: {p['steps']:,} PPO steps reached (checkpoint), {p['cpu_s'] / 60:.1f}"
+            f" CPU-min so far (by phase, CPU-min: {phases or 'none counted yet'}).\n"
+        )
+        if p["val_checks"]:
+            rows = [
+                [f"{c['steps']:,}", _fmt(c.get("operating_point")), _fmt(c.get("ok_bias"), 2),
+                 _fmt(c.get("balanced_accuracy")), _fmt(c.get("defect_auroc"))]
+                for c in p["val_checks"]
+            ]  # fmt: skip
+            heads = ["PPO steps", "val figure at its operating point", "ok bias",
+                     "val balanced acc at bias 0", "val AUROC"]  # fmt: skip
+            out.append("\n" + table(heads, rows))
+    return "\n".join(out)
 
 
 #: A run's phases (inspector.train.phases) and their headings.
@@ -171,7 +221,10 @@ def run_section(data: dict) -> str:
         f" student {cfg['distill_timesteps']:,} steps, seed {cfg['seed']}{state}\n\n"
         f"`{data['command']}`; the members' TrainConfig where it differs from the"
         f" defaults: `{json.dumps(cfg['train_config'])}`\n\n"
-        f"{note}" + table(HEADS, rows) + (f"\n{phases}" if phases else "")
+        f"{note}"
+        + (table(HEADS, rows) if rows else "No model of the run has finished yet.\n")
+        + (f"\n{phases}" if phases else "")
+        + (f"\n{progress_section(data)}" if data.get("unfinished") else "")
     )
 
 
