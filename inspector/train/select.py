@@ -138,12 +138,14 @@ def metric_words(cfg: TrainConfig) -> str:
     if metric == "balanced_accuracy":
         return "val balanced accuracy at ok bias 0 (ties: defect AUROC)"
     objective, target = cfg.operating_point, cfg.operating_target
-    where = {
-        "none": "at ok bias 0 (no operating point is chosen)",
-        "balanced": "at the ok bias the balanced objective chooses there",
-        "max_false_alarms": f"at the ok bias chosen there for false alarms <= {target:g}",
-        "min_recall": f"at the ok bias chosen there for defect recall >= {target:g}",
-    }[objective]
+    if objective == "max_false_alarms":
+        where = f"at the ok bias chosen there for false alarms <= {target:g}"
+    elif objective == "min_recall":
+        where = f"at the ok bias chosen there for defect recall >= {target:g}"
+    elif objective == "balanced":
+        where = "at the ok bias the balanced objective chooses there"
+    else:
+        where = "at ok bias 0 (no operating point is chosen)"
     figure = {
         "balanced_accuracy": "balanced accuracy",
         "defect_recall": "defect recall",

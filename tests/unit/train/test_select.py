@@ -215,6 +215,8 @@ def test_the_operating_point_figure_keeps_a_student_that_bias_0_would_discard():
     assert operating_score(lead, y, om, fa)[0] == 0.75
     assert "false alarms <= 0" in metric_words(fa)
     assert "AUROC" in metric_words(cfg.replace(select_metric="defect_auroc"))
+    for objective in ("balanced", "none"):  # no target to print
+        assert "ties: defect AUROC" in metric_words(cfg.replace(operating_point=objective))
 
 
 def test_the_report_says_which_figure_and_which_frames_decided(tmp_path, model):
