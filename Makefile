@@ -22,10 +22,12 @@ $(STAMP): pyproject.toml
 system-deps:
 	@if ! command -v mosquitto >/dev/null && ! test -x /usr/sbin/mosquitto \
 	   || ! command -v mosquitto_sub >/dev/null || ! command -v shellcheck >/dev/null \
-	   || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
-	  echo "installing mosquitto, mosquitto-clients, shellcheck, chromium, chromium-driver (apt-get)"; \
+	   || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null \
+	   || ! ldconfig -p | grep -q libturbojpeg; then \
+	  echo "installing mosquitto, mosquitto-clients, shellcheck, chromium, chromium-driver, libturbojpeg0 (apt-get)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    mosquitto mosquitto-clients shellcheck openssl chromium chromium-driver >/dev/null; \
+	    mosquitto mosquitto-clients shellcheck openssl chromium chromium-driver \
+	    libturbojpeg0 >/dev/null; \
 	fi
 
 demo: $(STAMP) system-deps

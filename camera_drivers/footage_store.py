@@ -1,8 +1,9 @@
 """The ``store`` camera: replay a footage store's frames with their labels, masks and boxes.
 
-Training reads the store's ``train`` split through this driver and evaluation
-its ``heldout`` split (``split=heldout``); the split is fixed by each frame's
-content hash, so no held-out frame is ever trained on.
+Training reads the store's ``train`` split through this driver, checkpoint
+selection and calibration its ``val`` split, and the final evaluation its
+``heldout`` split (``split=heldout``); the split is fixed by each frame's content
+hash, so no held-out frame is ever trained on or chosen on.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ class StoreCamera(CameraDriver):
     """Frames of a footage store, in frame-id order.
 
     :param path: the store folder.
-    :param split: ``train``, ``heldout`` or none (all frames).
+    :param split: ``train``, ``val``, ``heldout`` or none (all frames).
     :param labelled_only: only frames that have a label (training and evaluation need
         one); false also replays unlabelled frames, without truth.
     :param label_map: rename labels, ``old:new,...`` (e.g. ``free:ok``).

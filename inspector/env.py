@@ -204,6 +204,9 @@ class InspectionEnv(gym.Env):
             return self._label_idx
         if self._teacher.mask is None or self._teacher.seen:
             return self._label_idx
+        if self.profile.ok_class is None:
+            # Every part has a defect: before it is in sight nothing supports another class.
+            return self._label_idx
         return self.class_index[self.profile.ok_class]
 
     # -- gymnasium API ----------------------------------------------------------

@@ -20,20 +20,35 @@ What is checked before anything is decoded:
 After decoding, a JPEG whose last block is the decoder's flat grey fill has its
 scan walked (:func:`jpeg_scan_complete`): a file cut short and given an end
 marker again decodes without complaint, the missing blocks mid-grey (128).
-Progressive JPEGs are not walked; a truncated one with an appended marker passes.
+
+A progressive JPEG cut short shows nothing in its pixels (a cut in a late scan only
+loses detail), so before it is decoded its scan headers must code every coefficient
+to its last bit (:func:`jpeg_progression_complete`: a cut between two scans), and
+libjpeg must decode it without a warning (:func:`libjpeg_warning`, through
+TurboJPEG: a cut inside a scan). Without libturbojpeg a progressive JPEG is refused,
+with a reason that says what to install.
+
+The checks on the bytes live in :mod:`inspector.image_bytes` (importable from here too).
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from inspector.errors import MissingDependencyError
+from inspector.image_bytes import (
+    check_container,
+    image_size,
+    is_jpeg,
+    jpeg_progression_complete,
+    jpeg_scan_complete,
+)
+from inspector.jpeg_libjpeg import libjpeg_warning
 
 #: File suffixes (lower case) that the footage readers treat as images.
 IMAGE_SUFFIXES: frozenset[str] = frozenset(
@@ -47,10 +62,6 @@ MAX_IMAGE_PIXELS = 100_000_000
 #: The largest image file read (bytes).
 MAX_IMAGE_BYTES = 512 * 1024 * 1024
 
-_JPEG_SOI = b"\xff\xd8"
-_JPEG_EOI = b"\xff\xd9"
-_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-_PNG_IEND = b"IEND"
 #: What libjpeg puts where the entropy-coded data ran out (level shift of a zero block).
 _JPEG_FILL = 128
 
@@ -76,150 +87,28 @@ def is_image_file(path: str | Path) -> bool:
     return Path(path).suffix.lower() in IMAGE_SUFFIXES
 
 
-def check_container(data: bytes) -> str | None:
-    """Say why ``data`` cannot be a complete image, or None when it looks whole.
-
-    Checks what decoders let pass: an empty file, a JPEG without its end-of-image
-    marker, a PNG without its ``IEND`` chunk.
-
-    :param data: the file's bytes.
-    :returns: a short reason, or None.
-    """
-    if not data:
-        return "empty file (0 bytes)"
-    if data[:2] == _JPEG_SOI:
-        # Encoders may pad after EOI; look for the marker near the end only, because
-        # a truncated file can still hold an EOI inside an embedded thumbnail.
-        if _JPEG_EOI not in data[-64:]:
-            return "truncated JPEG (no end-of-image marker)"
-    elif data[:8] == _PNG_MAGIC:
-        if _PNG_IEND not in data[-32:]:
-            return "truncated PNG (no IEND chunk)"
-    return None
-
-
-# -- sizes from headers (nothing decoded) ----------------------------------------------
-def _jpeg_size(data: bytes) -> tuple[int, int] | None:
-    i, n = 2, len(data)
-    while i + 4 <= n:
-        if data[i] != 0xFF:
-            return None
-        marker = data[i + 1]
-        if marker == 0xFF:  # fill byte
-            i += 1
-            continue
-        if marker in (0x01, *range(0xD0, 0xD8)):  # standalone markers
-            i += 2
-            continue
-        if marker in (0xD9, 0xDA):  # end of image / start of scan before any frame header
-            return None
-        (length,) = struct.unpack(">H", data[i + 2 : i + 4])
-        if length < 2:
-            return None
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            if i + 9 > n:
-                return None
-            h, w = struct.unpack(">HH", data[i + 5 : i + 9])
-            return (w, h) if w and h else None  # height 0 (DNL) is not supported
-        i += 2 + length
-    return None
-
-
-def _pnm_size(data: bytes) -> tuple[int, int] | None:
-    tokens: list[bytes] = []
-    i, n = 2, min(len(data), 4096)
-    while len(tokens) < 2 and i < n:
-        c = data[i : i + 1]
-        if c == b"#":
-            while i < n and data[i : i + 1] not in (b"\n", b"\r"):
-                i += 1
-        elif c.isspace():
-            i += 1
-        else:
-            j = i
-            while j < n and not data[j : j + 1].isspace() and data[j : j + 1] != b"#":
-                j += 1
-            tokens.append(data[i:j])
-            i = j
-    if len(tokens) < 2 or not all(t.isdigit() and len(t) < 10 for t in tokens):
-        return None
-    return int(tokens[0]), int(tokens[1])
-
-
-def _tiff_size(data: bytes) -> tuple[int, int] | None:
-    order = {b"II": "<", b"MM": ">"}.get(data[:2])
-    if order is None or len(data) < 8:
-        return None
-    magic, ifd = struct.unpack(order + "HI", data[2:8])
-    if magic != 42 or ifd + 2 > len(data):
-        return None
-    (count,) = struct.unpack(order + "H", data[ifd : ifd + 2])
-    found: dict[int, int] = {}
-    for k in range(min(count, 4096)):
-        at = ifd + 2 + 12 * k
-        if at + 12 > len(data):
-            return None
-        tag, typ, num = struct.unpack(order + "HHI", data[at : at + 8])
-        if tag in (256, 257) and num == 1 and typ in (3, 4):
-            fmt = order + ("H" if typ == 3 else "I")
-            found[tag] = struct.unpack(fmt, data[at + 8 : at + 8 + struct.calcsize(fmt)])[0]
-    if 256 in found and 257 in found:
-        return found[256], found[257]
-    return None
-
-
-def _webp_size(data: bytes) -> tuple[int, int] | None:
-    if len(data) < 30 or data[8:12] != b"WEBP":
-        return None
-    chunk = data[12:16]
-    if chunk == b"VP8 ":
-        w, h = struct.unpack("<HH", data[26:30])
-        return w & 0x3FFF, h & 0x3FFF
-    if chunk == b"VP8L":
-        (bits,) = struct.unpack("<I", data[21:25])
-        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
-    if chunk == b"VP8X":
-        w = int.from_bytes(data[24:27], "little") + 1
-        h = int.from_bytes(data[27:30], "little") + 1
-        return w, h
-    return None
-
-
-def image_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) as the image's header states them, without decoding anything.
-
-    Understands PNG, JPEG, BMP, TIFF, WebP and PGM/PPM (the :data:`IMAGE_SUFFIXES`).
-
-    :param data: the file's bytes.
-    :returns: the size, or None when the header is not one of these or is damaged.
-    """
-    try:
-        if data[:8] == _PNG_MAGIC and data[12:16] == b"IHDR":
-            return struct.unpack(">II", data[16:24])
-        if data[:2] == _JPEG_SOI:
-            return _jpeg_size(data)
-        if data[:2] == b"BM" and len(data) >= 26:
-            (dib,) = struct.unpack("<I", data[14:18])
-            if dib == 12:
-                return struct.unpack("<HH", data[18:22])
-            w, h = struct.unpack("<ii", data[18:26])
-            return abs(w), abs(h)
-        if data[:2] in (b"II", b"MM"):
-            return _tiff_size(data)
-        if data[:4] == b"RIFF":
-            return _webp_size(data)
-        if data[:1] == b"P" and data[1:2] in b"123456":
-            return _pnm_size(data)
-    except struct.error:
-        return None
-    return None
-
-
 def _jpeg_grey_fill(img: np.ndarray) -> bool:
     """Whether the last 8 x 8 block of a decoded JPEG is exactly the decoder's grey fill."""
     h, w = img.shape[:2]
     block = img[((h - 1) // 8) * 8 :, ((w - 1) // 8) * 8 :]
     return bool(block.size) and bool((block == _JPEG_FILL).all())
+
+
+def _progressive_reason(data: bytes) -> str | None:
+    """Why a progressive JPEG is refused (cut between scans, or libjpeg warned), or None.
+
+    Sequential JPEGs are left to the grey-fill check after decoding (None here).
+    """
+    complete = jpeg_progression_complete(data)
+    if complete is None:
+        return None
+    if not complete:
+        return "truncated progressive JPEG (its scans stop before every coefficient is coded)"
+    try:
+        warning = libjpeg_warning(data)
+    except MissingDependencyError as exc:
+        return f"progressive JPEG not checked: {exc}"
+    return f"damaged progressive JPEG (libjpeg: {warning})" if warning else None
 
 
 def decode_image(
@@ -249,6 +138,10 @@ def decode_image(
             f"image is {w}x{h} ({w * h:,} pixels), over the limit of {limit:,} "
             f"(INSPECTOR_MAX_IMAGE_PIXELS)"
         )
+    if is_jpeg(data):
+        reason = _progressive_reason(data)
+        if reason:
+            return None, reason
     flag = cv2.IMREAD_GRAYSCALE if grayscale else cv2.IMREAD_COLOR
     try:
         img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flag)
@@ -258,7 +151,7 @@ def decode_image(
         return None, "not a readable image"
     if img.shape[1] != w or img.shape[0] != h:
         return None, f"header says {w}x{h}, decoded {img.shape[1]}x{img.shape[0]}"
-    if data[:2] == _JPEG_SOI and _jpeg_grey_fill(img) and jpeg_scan_complete(data) is False:
+    if is_jpeg(data) and _jpeg_grey_fill(img) and jpeg_scan_complete(data) is False:
         # Only a grey last block makes the (slow, pure Python) walk of the scan worth it.
         return None, "truncated JPEG (the scan ends before the last block; end marker appended)"
     if img.dtype != np.uint8:
@@ -327,168 +220,6 @@ def read_mask(
     if mask is None:
         return None, reason
     return np.where(mask > 0, np.uint8(255), np.uint8(0)), None
-
-
-# -- a truncated JPEG given its end marker again -----------------------------------------
-def _huffman_table(counts: bytes, symbols: bytes) -> list[tuple[int, int]] | None:
-    """A 16-bit lookup table: peek -> (symbol, code length); (0, 0) for no code."""
-    table = [(0, 0)] * 65536
-    code, k = 0, 0
-    for length in range(1, 17):
-        for _ in range(counts[length - 1]):
-            if k >= len(symbols) or code >= (1 << length):
-                return None
-            shift = 16 - length
-            lo = code << shift
-            entry = (symbols[k], length)
-            for j in range(lo, lo + (1 << shift)):
-                table[j] = entry
-            code += 1
-            k += 1
-        code <<= 1
-    return table
-
-
-def _jpeg_segments(data: bytes):
-    """(marker, payload start, payload end) of each marker segment up to and with SOS."""
-    i, n = 2, len(data)
-    while i + 4 <= n:
-        if data[i] != 0xFF:
-            return
-        marker = data[i + 1]
-        if marker == 0xFF:
-            i += 1
-            continue
-        if marker in (0x01, *range(0xD0, 0xD8)):
-            i += 2
-            continue
-        (length,) = struct.unpack(">H", data[i + 2 : i + 4])
-        if length < 2 or i + 2 + length > n:
-            return
-        yield marker, i + 4, i + 2 + length
-        if marker == 0xDA:
-            return
-        i += 2 + length
-
-
-def jpeg_scan_complete(data: bytes) -> bool | None:
-    """Whether a baseline JPEG's scan holds every block its frame header promises.
-
-    Walks the Huffman-coded data symbol by symbol (no pixel maths) and counts the
-    blocks it finds before the data runs out. A file that was cut short and given
-    an end-of-image marker again decodes without complaint (the rest comes out
-    grey); this tells the two apart.
-
-    :param data: the file's bytes.
-    :returns: True or False; None when the file is not a single-scan baseline JPEG
-        this can walk (progressive, arithmetic-coded, damaged tables).
-    """
-    tables: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    comps: dict[int, tuple[int, int]] = {}
-    width = height = restart = 0
-    sos = None
-    for marker, a, b in _jpeg_segments(data):
-        seg = data[a:b]
-        if marker in (0xC0, 0xC1):
-            if len(seg) < 6:
-                return None
-            height, width = struct.unpack(">HH", seg[1:5])
-            for c in range(seg[5]):
-                cid, hv = seg[6 + 3 * c], seg[7 + 3 * c]
-                comps[cid] = (hv >> 4, hv & 15)
-        elif 0xC2 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            return None  # progressive, lossless or arithmetic: not walked here
-        elif marker == 0xC4:
-            j = 0
-            while j + 17 <= len(seg):
-                tc_th = seg[j]
-                counts = seg[j + 1 : j + 17]
-                total = sum(counts)
-                table = _huffman_table(counts, seg[j + 17 : j + 17 + total])
-                if table is None:
-                    return None
-                tables[(tc_th >> 4, tc_th & 15)] = table
-                j += 17 + total
-        elif marker == 0xDD and len(seg) >= 2:
-            (restart,) = struct.unpack(">H", seg[:2])
-        elif marker == 0xDA:
-            sos = (seg, b)
-    if sos is None or not comps or not width or not height:
-        return None
-    seg, start = sos
-    ns = seg[0]
-    if ns != len(comps):
-        return None  # one component per scan: a multi-scan file
-    hmax = max(h for h, _ in comps.values())
-    vmax = max(v for _, v in comps.values())
-    plan = []
-    for c in range(ns):
-        cid, sel = seg[1 + 2 * c], seg[2 + 2 * c]
-        if cid not in comps or (0, sel >> 4) not in tables or (1, sel & 15) not in tables:
-            return None
-        h, v = comps[cid] if ns > 1 else (1, 1)
-        plan += [(tables[(0, sel >> 4)], tables[(1, sel & 15)])] * (h * v)
-    if ns > 1:
-        mcus = -(-width // (8 * hmax)) * -(-height // (8 * vmax))
-    else:
-        mcus = -(-width // 8) * -(-height // 8)
-    end = data.rfind(b"\xff\xd9")
-    body = data[start:end] if end > start else data[start:]
-    intervals = _split_restarts(body)
-    per = restart if restart else mcus
-    done = 0
-    for chunk in intervals:
-        want = min(per, mcus - done)
-        if want <= 0:
-            break
-        if not _walk(chunk.replace(b"\xff\x00", b"\xff"), plan, want):
-            return False
-        done += want
-    return done >= mcus
-
-
-def _split_restarts(body: bytes) -> list[bytes]:
-    out, i, last = [], 0, 0
-    while True:
-        i = body.find(b"\xff", i)
-        if i < 0 or i + 1 >= len(body):
-            break
-        if 0xD0 <= body[i + 1] <= 0xD7:
-            out.append(body[last:i])
-            last = i + 2
-        i += 2 if body[i + 1] != 0xFF else 1
-    out.append(body[last:])
-    return out
-
-
-def _walk(chunk: bytes, plan: list, mcus: int) -> bool:
-    """Whether ``chunk`` holds ``mcus`` MCUs of Huffman-coded blocks (``plan``: dc, ac tables)."""
-    bits = bin(int.from_bytes(b"\x01" + chunk, "big"))[3:] + "1" * 16
-    limit = len(chunk) * 8
-    pos = 0
-    for _ in range(mcus):
-        for dc, ac in plan:
-            sym, length = dc[int(bits[pos : pos + 16], 2)]
-            if not length:
-                return False
-            pos += length + sym
-            k = 1
-            while k < 64:
-                sym, length = ac[int(bits[pos : pos + 16], 2)]
-                if not length:
-                    return False
-                pos += length + (sym & 15)
-                if pos > limit:
-                    return False
-                if sym & 15:
-                    k += (sym >> 4) + 1
-                elif sym == 0xF0:
-                    k += 16
-                else:
-                    break
-            if pos > limit:
-                return False
-    return pos <= limit
 
 
 def import_cv2(feature: str) -> Any:

@@ -25,6 +25,7 @@ import numpy as np
 from inspector.errors import ProfileError
 from inspector.terms import OUTCOME, RewardTerm
 from inspector.yamlio.located import Checker, YNode, describe, join_path, parse_yaml
+from inspector.yamlio.ok_class import check_ok_class, ok_class_of
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,9 @@ class Profile:
 
     :param name: the profile's name.
     :param classes: ``ok_class`` first, then the defect classes.
-    :param ok_class: the class meaning "no defect".
+    :param ok_class: the class meaning "no defect", or None when no class is defect-free
+        (``ok_class: none``: classification-only footage, every part has a defect; its
+        figures have no false-alarm rate and no ok-vs-defect operating point).
     :param step_budget: steps before the episode is truncated.
     :param scan: observation geometry.
     :param terms: the reward terms in profile order.
@@ -158,7 +161,7 @@ class Profile:
 
     name: str
     classes: tuple[str, ...]
-    ok_class: str
+    ok_class: str | None
     step_budget: int
     scan: ScanSettings
     terms: tuple[TermConfig, ...]
@@ -174,6 +177,11 @@ class Profile:
     def defect_classes(self) -> tuple[str, ...]:
         """The classes other than ``ok_class``."""
         return tuple(c for c in self.classes if c != self.ok_class)
+
+    @property
+    def classification_only(self) -> bool:
+        """Whether no class is defect-free (``ok_class: none``)."""
+        return self.ok_class is None
 
     def build_terms(self, plugins: Any = None) -> list[RewardTerm]:
         """Instantiate the terms (once per environment), in profile order."""
@@ -329,19 +337,7 @@ def _load(data: str | bytes, file: str, *, plugins: Any, warn: bool) -> Profile:
 def _check_semantics(root: YNode, doc: dict[str, Any], ck: Checker) -> None:
     """The rules JSON Schema cannot state: they relate one value to another."""
     classes: list[str] = doc["classes"]
-    ok = doc.get("ok_class", classes[0])
-    if "ok_class" in doc:
-        node = root.value["ok_class"]
-        if ok not in classes:
-            raise ck.fail(
-                node, "ok_class", f"{ok!r} is not one of the classes: {', '.join(classes)}"
-            )
-        if classes[0] != ok:
-            raise ck.fail(
-                node,
-                "ok_class",
-                f"the ok class {ok!r} must come first in classes (classes[0] is {classes[0]!r})",
-            )
+    check_ok_class(root, doc, ck)
     allowed = [*classes, "default"]
     seen: dict[str, int] = {}
     term_nodes: list[YNode] = root.value["terms"].value
@@ -395,7 +391,7 @@ def _build(root: YNode, doc: dict[str, Any], file: str, sha: str, infos: dict[st
     return Profile(
         name=doc["name"],
         classes=classes,
-        ok_class=doc.get("ok_class", classes[0]),
+        ok_class=ok_class_of(doc),
         step_budget=int(doc["step_budget"]),
         scan=ScanSettings(**doc.get("scan", {})),
         terms=tuple(terms),
@@ -453,6 +449,13 @@ def _suspicious(profile: Profile, infos: dict[str, Any]) -> list[str]:
             out.append(
                 f"terms[{i}] {t.term} is meant as {kind} but has value {wrong[0]:g} (line {t.line})"
             )
+    if profile.ok_class is None:
+        for i, t in enumerate(profile.terms):
+            if t.term in ("false_alarm", "missed_defect"):
+                out.append(
+                    f"terms[{i}] {t.term} never pays with 'ok_class: none' (no part is ok); "
+                    f"use wrong_class (line {t.line})"
+                )
     if not any(t.channel == OUTCOME for t in profile.terms):
         out.append("no outcome term: the verdict earns nothing")
     elif profile.rrm.outcome_weight == 0.0:

@@ -29,7 +29,7 @@ class EpisodeContext:
     :param label: the true class, or None for unlabelled footage.
     :param defect_mask: boolean (H, W) defect mask from the mask or the boxes, or None.
     :param classes: the profile's classes, ``ok_class`` first.
-    :param ok_class: the class meaning "no defect".
+    :param ok_class: the class meaning "no defect"; None when no class is (``ok_class: none``).
     :param budget: the step budget.
     """
 
@@ -37,7 +37,7 @@ class EpisodeContext:
     label: str | None
     defect_mask: np.ndarray | None
     classes: tuple[str, ...]
-    ok_class: str
+    ok_class: str | None
     budget: int
 
 

@@ -43,14 +43,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_mosquitto(folder: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """mosquitto on a free loopback port, anonymous, no persistence."""
+def start_mosquitto(folder: Path, nodelay: bool = False) -> tuple[subprocess.Popen[bytes], int]:
+    """mosquitto on a free loopback port, anonymous, no persistence; ``nodelay`` puts
+    ``set_tcp_nodelay true`` in its config (Nagle's algorithm off, docs/mqtt.md)."""
     binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
     if not os.access(binary, os.X_OK):
         raise SystemExit("mosquitto is not installed: apt-get install mosquitto")
     port = free_port()
     conf = folder / "mosquitto.conf"
     lines = [f"listener {port} 127.0.0.1", "allow_anonymous true", "persistence false"]
+    if nodelay:
+        lines.append("set_tcp_nodelay true")
     if os.geteuid() == 0:
         lines.append("user root")
     conf.write_text("\n".join(lines) + "\n")

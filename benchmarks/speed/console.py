@@ -253,22 +253,7 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = parser(__doc__, quick="2 rounds of 200 parts, 10 s in the browser")
-    ap.add_argument("--model", type=Path, help="an exported .onnx (default: train a tiny one)")
-    ap.add_argument("--rounds", type=int, default=12)
-    ap.add_argument("--parts", type=int, default=400, help="parts per block")
-    ap.add_argument("--size", type=int, default=256, help="synthetic frame side in pixels")
-    ap.add_argument(
-        "--param", action="append", default=[], metavar="KEY=VALUE",
-        help="another synthetic camera parameter (the model's training camera, e.g. "
-        "invisible_at=32)",
-    )  # fmt: skip
-    ap.add_argument("--fps", type=float, default=30.0, help="the paced station's parts/s")
-    ap.add_argument("--seconds", type=float, default=30.0, help="time in the browser")
-    ap.add_argument("--screenshots", action="store_true", help="write docs/console*.png")
-    ap.add_argument("--client", help=argparse_hidden())
-    ap.add_argument("--client-out", type=Path, help=argparse_hidden())
-    args = ap.parse_args(argv)
+    args = _parser().parse_args(argv)
     if args.client:
         client(args.client, args.client_out)
         return 0
@@ -284,6 +269,40 @@ def main(argv: list[str] | None = None) -> int:
         tp = throughput(model, folder, args)
         br = browser(model, folder, args)
     load1 = load_average()
+    body = report(tp, br, args, load0, load1)
+    print(body)
+    if not args.no_write:
+        cmd = " ".join(["python -m benchmarks.speed.console", *(argv or sys.argv[1:])])
+        write_section("console", "Operator console", body, command=cmd, doc=args.doc)
+    return 0
+
+
+def _parser() -> Any:
+    """The command line (the harness's own flags and this benchmark's)."""
+    ap = parser(__doc__, quick="2 rounds of 200 parts, 10 s in the browser")
+    ap.add_argument("--model", type=Path, help="an exported .onnx (default: train a tiny one)")
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--parts", type=int, default=400, help="parts per block")
+    ap.add_argument("--size", type=int, default=256, help="synthetic frame side in pixels")
+    ap.add_argument(
+        "--param", action="append", default=[], metavar="KEY=VALUE",
+        help="another synthetic camera parameter (the model's training camera, e.g. "
+        "invisible_at=32)",
+    )  # fmt: skip
+    ap.add_argument("--fps", type=float, default=30.0, help="the paced station's parts/s")
+    ap.add_argument("--seconds", type=float, default=30.0, help="time in the browser")
+    ap.add_argument("--screenshots", action="store_true", help="write docs/console*.png")
+    ap.add_argument("--client", help=argparse_hidden())
+    ap.add_argument("--client-out", type=Path, help=argparse_hidden())
+    return ap
+
+
+def report(tp: dict, br: dict, args: Any, load0: float, load1: float) -> str:
+    """The report section: throughput with and without the console, update latency.
+
+    :param tp: :func:`throughput`'s figures; ``br``: :func:`browser`'s.
+    :param load0: the load average before the runs; ``load1``: after.
+    """
     cl, pl = tp["client_latency_s"], br["page_latency_s"]
     c = tp["cpu_ms"]
     rows = [[k, f"{tp['median'][k]:.1f}", f"{c[k]['loop']:.2f}", f"{c[k]['process']:.2f}",
@@ -332,11 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         + "\nLoopback, one machine (one clock). The console batches parts at most 25 times "
         "a second, so part of the latency is that batching.\n"
     )
-    print(body)
-    if not args.no_write:
-        cmd = " ".join(["python -m benchmarks.speed.console", *(argv or sys.argv[1:])])
-        write_section("console", "Operator console", body, command=cmd, doc=args.doc)
-    return 0
+    return body
 
 
 def argparse_hidden() -> str:

@@ -225,7 +225,6 @@ def measure(
 
     from camera_drivers.synthetic import SyntheticCamera
     from inspector.export.onnx import compare, export_onnx, quantize_int8, record_observations
-    from inspector.policy.onnx_backend import OrtPolicy
     from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     default_torch = torch.get_num_threads()
@@ -243,39 +242,12 @@ def measure(
     cam = SyntheticCamera(size=size, seed=2)
     images = [cam.load(i).image for i in range(n_parts)]
 
-    cpu = ["CPUExecutionProvider"]
-    backends: list[Backend] = []
-    policies: dict[tuple[str, int], Policy] = {}
-    for threads in thread_modes:
-        mode = "1" if threads == 1 else "default"
-        policies[("torch eager", threads)] = torch_policy
-        policies[("ORT fp32", threads)] = OrtPolicy(fp32, providers=cpu, threads=threads)
-        policies[("ORT int8", threads)] = OrtPolicy(int8, providers=cpu, threads=threads)
-        for name in ("torch eager", "ORT fp32", "ORT int8"):
-            policy = policies[(name, threads)]
-            label = mode
-            if name == "torch eager":
-                torch.set_num_threads(1 if threads == 1 else default_torch)
-                label = "1" if threads == 1 else f"default ({default_torch})"
-            b = Backend(name, mode, label)
-            b.glimpse = glimpse_latency(policy, obs, n_glimpse, max_s=max_s)
-            b.part, b.part_steps = part_latency(policy, images, budget, max_s=max_s)
-            b.worst, _ = part_latency(NoStop(policy), images, budget, max_s=max_s)
-            backends.append(b)
-        torch.set_num_threads(default_torch)
+    timing = _Timing(obs, images, budget, n_glimpse, max_s)
+    backends, policies = _time_backends(
+        torch_policy, fp32, int8, timing, thread_modes, default_torch
+    )
     one = thread_modes[0]
-    ensembles = []
-    others = [
-        jittered_copy(run, workdir / f"member{i}", i)
-        for i in range(max(ensemble_sizes, default=1) - 1)
-    ]
-    for k in ensemble_sizes:
-        path = export_onnx(run, workdir / f"ensemble{k}.onnx", ensemble=others[: k - 1])
-        policy = OrtPolicy(path, providers=cpu, threads=one)
-        b = Backend(f"ORT fp32, ensemble of {k}", "1" if one == 1 else "default", str(one))
-        b.glimpse = glimpse_latency(policy, obs, n_glimpse, max_s=max_s)
-        b.worst, _ = part_latency(NoStop(policy), images, budget, max_s=max_s)
-        ensembles.append((k, b))
+    ensembles = _time_ensembles(run, workdir, timing, ensemble_sizes, one)
     ref = policies[("ORT fp32", one)]
     agreement = compare(ref, policies[("ORT int8", one)], obs)
     parity = compare(torch_policy, ref, obs)
@@ -291,6 +263,86 @@ def measure(
         bc_samples=int(getattr(cfg, "bc_samples", 0)),
         ensembles=ensembles,
     )
+
+
+@dataclass
+class _Timing:
+    """What every timed backend runs on, and how long each loop may take."""
+
+    obs: dict[str, np.ndarray]
+    images: list[np.ndarray]
+    budget: int
+    n_glimpse: int
+    max_s: float
+
+    def glimpse(self, policy: Policy) -> list[float]:
+        return glimpse_latency(policy, self.obs, self.n_glimpse, max_s=self.max_s)
+
+    def part(self, policy: Policy) -> tuple[list[float], list[int]]:
+        return part_latency(policy, self.images, self.budget, max_s=self.max_s)
+
+
+def _time_backends(
+    torch_policy: Policy,
+    fp32: Path,
+    int8: Path,
+    timing: _Timing,
+    thread_modes: tuple[int, ...],
+    default_torch: int,
+) -> tuple[list[Backend], dict[tuple[str, int], Policy]]:
+    """torch eager, ORT fp32 and ORT int8 at each thread mode: (their timings, the policies).
+
+    :param default_torch: torch's own thread count (the "default" mode; torch is left
+        with it after each mode).
+    """
+    import torch
+
+    from inspector.policy.onnx_backend import OrtPolicy
+
+    cpu = ["CPUExecutionProvider"]
+    backends: list[Backend] = []
+    policies: dict[tuple[str, int], Policy] = {}
+    for threads in thread_modes:
+        mode = "1" if threads == 1 else "default"
+        policies[("torch eager", threads)] = torch_policy
+        policies[("ORT fp32", threads)] = OrtPolicy(fp32, providers=cpu, threads=threads)
+        policies[("ORT int8", threads)] = OrtPolicy(int8, providers=cpu, threads=threads)
+        for name in ("torch eager", "ORT fp32", "ORT int8"):
+            policy = policies[(name, threads)]
+            label = mode
+            if name == "torch eager":
+                torch.set_num_threads(1 if threads == 1 else default_torch)
+                label = "1" if threads == 1 else f"default ({default_torch})"
+            b = Backend(name, mode, label)
+            b.glimpse = timing.glimpse(policy)
+            b.part, b.part_steps = timing.part(policy)
+            b.worst, _ = timing.part(NoStop(policy))
+            backends.append(b)
+        torch.set_num_threads(default_torch)
+    return backends, policies
+
+
+def _time_ensembles(
+    run: Path, workdir: Path, timing: _Timing, ensemble_sizes: tuple[int, ...], threads: int
+) -> list[tuple[int, Backend]]:
+    """ORT fp32 verdict ensembles of each size (jittered copies of ``run`` as members)."""
+    from inspector.export.onnx import export_onnx
+    from inspector.policy.onnx_backend import OrtPolicy
+
+    ensembles = []
+    others = [
+        jittered_copy(run, workdir / f"member{i}", i)
+        for i in range(max(ensemble_sizes, default=1) - 1)
+    ]
+    for k in ensemble_sizes:
+        path = export_onnx(run, workdir / f"ensemble{k}.onnx", ensemble=others[: k - 1])
+        policy = OrtPolicy(path, providers=["CPUExecutionProvider"], threads=threads)
+        mode = "1" if threads == 1 else "default"
+        b = Backend(f"ORT fp32, ensemble of {k}", mode, str(threads))
+        b.glimpse = timing.glimpse(policy)
+        b.worst, _ = timing.part(NoStop(policy))
+        ensembles.append((k, b))
+    return ensembles
 
 
 def ensemble_text(b: InferenceBenchmark) -> str:

@@ -49,3 +49,32 @@ def fraction(text: str) -> float:
     if not 0.0 <= v <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a fraction 0..1, got {text!r}")
     return v
+
+
+def default_store_split(
+    args: argparse.Namespace, verb: str, split: str, why: str, *, err: bool = False
+) -> None:
+    """Give ``--camera store`` without ``split=`` the split this verb is for.
+
+    A store's ``train`` frames train, its ``val`` frames choose (checkpoints, operating
+    points) and its ``heldout`` frames give the final figure; all frames at once would
+    judge a model on what it was trained on. Prints what it chose.
+
+    :param args: the verb's arguments (``camera``, ``param``: ``KEY=VALUE`` strings).
+    :param verb: the verb's name, for the printed line.
+    :param split: the split to use.
+    :param why: what the split is for, for the printed line.
+    :param err: print to stderr (a verb whose stdout is JSON).
+    """
+    import sys
+
+    from inspector.camera import parse_params
+
+    if getattr(args, "camera", None) != "store" or "split" in parse_params(args.param or []):
+        return
+    args.param = [*(args.param or []), f"split={split}"]
+    print(
+        f"{verb}: store without split=: using its {split} split ({why}); "
+        "give --param split=... for another",
+        file=sys.stderr if err else sys.stdout,
+    )

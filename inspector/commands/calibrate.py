@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from inspector.commands._args import fraction, positive_int
+from inspector.commands._args import default_store_split, fraction, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -67,11 +67,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
         )
     if not (path.is_dir() or suffix in (".zip", ".onnx")):
         raise InspectorError(f"{path}: expected a run directory, model.zip or .onnx")
+    default_store_split(args, "calibrate", "val", "frames for choosing, not for judging")
     params = parse_params(args.param)
-    if str(params.get("split", "")).lower() == "test":
+    if str(params.get("split", "")).lower() in ("test", "heldout"):
         print(
-            "calibrate: warning: choosing the operating point on the test split makes the "
-            "test figures optimistic; use the validation split"
+            f"calibrate: warning: choosing the operating point on the {params['split']} split "
+            "makes the final figures optimistic; use the validation split (split=val)"
         )
     if args.max_false_alarms is not None:
         objective, target = "max_false_alarms", args.max_false_alarms

@@ -15,14 +15,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import re
 from pathlib import Path
 
 from inspector.commands._args import label_map, positive_int
-from inspector.errors import FootageError, InspectorError
-
-#: What a label may look like (the profile's class-name rule, plus upper case).
-LABEL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
+from inspector.errors import InspectorError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -30,15 +26,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
     :param subparsers: the CLI's sub-parser collection.
     """
-    from inspector.footage.importers import FORMATS
-
     p = subparsers.add_parser(
         "footage",
         help="import, review, label and list collected footage",
-        description="Manage a footage store: import, review, label, list.",
+        description="Manage a footage store: import, review, label, list frames.",
     )
     sub = p.add_subparsers(dest="footage_command", metavar="SUBVERB")
     sub.required = True
+    _add_import(sub)
+    _add_review(sub)
+    _add_label(sub)
+    _add_export(sub)
+    lst = sub.add_parser("list", help="counts by split, label and label source")
+    lst.add_argument("--store", required=True, type=Path, help="the store folder")
+    lst.add_argument("--json", action="store_true", help="print JSON")
+    lst.set_defaults(func=cmd_list)
+    _add_frames(sub)
+    return p
+
+
+def _add_import(sub: argparse._SubParsersAction) -> None:
+    from inspector.annotations import DEFAULT_LABEL_RULE, LABEL_RULES
+    from inspector.footage.importers import FORMATS
 
     imp = sub.add_parser(
         "import",
@@ -63,10 +72,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     imp.add_argument("--images", type=Path, help="folder the images are in, when not beside")
     imp.add_argument("--label-map", help="rename labels, old:new[,old:new...]")
     imp.add_argument(
+        "--label-rule",
+        choices=LABEL_RULES,
+        default=DEFAULT_LABEL_RULE,
+        help="voc/coco: how a frame's label is chosen from its annotation: largest-area "
+        "(the class with the most box area; default), first-object (the first box's "
+        "class), folder (the image's folder name), filename-pattern (--label-pattern "
+        "on the image's file name); frames without boxes are 'ok' under the first two",
+    )
+    imp.add_argument(
+        "--label-pattern",
+        help="--label-rule filename-pattern: a regular expression whose first group (or "
+        "group 'label') is the class, searched in the file name without its extension "
+        r"(default '^(.*?)[-_. ]*\d+$': 'crazing_12' -> crazing)",
+    )
+    imp.add_argument(
         "--heldout-percent",
         type=float,
         default=20.0,
         help="share held out by hash when the store is new (default 20; fixed afterwards)",
+    )
+    imp.add_argument(
+        "--val-percent",
+        type=float,
+        default=10.0,
+        help="share in the val split (by hash, for checkpoints and calibration) when the "
+        "store is new (default 10; fixed afterwards)",
     )
     imp.add_argument(
         "--max-pixels",
@@ -78,6 +109,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
     imp.set_defaults(func=cmd_import)
 
+
+def _add_review(sub: argparse._SubParsersAction) -> None:
     rev = sub.add_parser(
         "review",
         help="list frames that need a person; write contact sheets",
@@ -108,6 +141,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     rev.add_argument("--sheet-dir", type=Path, help="where the sheets go (default STORE/review)")
     rev.set_defaults(func=cmd_review)
 
+
+def _add_label(sub: argparse._SubParsersAction) -> None:
     lab = sub.add_parser(
         "label",
         help="apply an operator's frame_id,label CSV",
@@ -121,6 +156,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     lab.add_argument("--csv", required=True, type=Path, help="the corrections")
     lab.set_defaults(func=cmd_label)
 
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
     exp = sub.add_parser(
         "export",
         help="write store frames as Label Studio tasks with pre-annotations",
@@ -152,21 +189,45 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     exp.set_defaults(func=cmd_export)
 
-    lst = sub.add_parser("list", help="counts by split, label and label source")
-    lst.add_argument("--store", required=True, type=Path, help="the store folder")
-    lst.add_argument("--json", action="store_true", help="print JSON")
-    lst.set_defaults(func=cmd_list)
-    return p
+
+def _add_frames(sub: argparse._SubParsersAction) -> None:
+    from inspector.footage.store import SPLITS
+
+    fr = sub.add_parser(
+        "frames",
+        help="list frames one per line: id, split, label, label source, source file",
+        description=(
+            "List a store's frames in frame-id order, one per line: frame id, split, label, "
+            "where the label came from, and the file and format it was imported from. "
+            "Filters combine."
+        ),
+    )
+    fr.add_argument("store", type=Path, help="the store folder")
+    fr.add_argument("--split", choices=SPLITS, help="only this split")
+    fr.add_argument("--label", help="only this label ('-': unlabelled frames)")
+    fr.add_argument(
+        "--source", metavar="GLOB", help="only frames whose source file matches (e.g. '*crazing*')"
+    )
+    fr.add_argument("--limit", type=positive_int, help="at most this many")
+    fr.add_argument("--json", action="store_true", help="one JSON object per line")
+    fr.set_defaults(func=cmd_frames)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``footage import``."""
+    from inspector.annotations import LabelRule
     from inspector.footage.importers import import_footage
     from inspector.footage.store import FootageStore
 
     if not 0.0 <= args.heldout_percent <= 100.0:
         raise InspectorError(f"--heldout-percent must be 0..100, got {args.heldout_percent}")
+    if not 0.0 <= args.val_percent <= 100.0 - args.heldout_percent:
+        raise InspectorError(
+            f"--val-percent must be 0..{100.0 - args.heldout_percent:g} (with "
+            f"--heldout-percent {args.heldout_percent:g}), got {args.val_percent}"
+        )
     threshold = round(256 * args.heldout_percent / 100.0)
+    val_width = min(round(256 * args.val_percent / 100.0), 256 - threshold)
     if args.format == "label-studio":
         from inspector.footage.labelstudio import import_annotations
 
@@ -183,7 +244,13 @@ def cmd_import(args: argparse.Namespace) -> int:
         if args.json:
             args.json.write_text(json.dumps(report.to_dict(), indent=2))
         return 0
-    with FootageStore(args.store, create=True, heldout_threshold=threshold) as store:
+    if args.label_pattern is not None and args.label_rule != "filename-pattern":
+        raise InspectorError("--label-pattern is for --label-rule filename-pattern")
+    rule = LabelRule(args.label_rule, args.label_pattern)
+    if args.format in ("voc", "coco"):
+        print(f"import {args.format}: frame labels by {rule.describe()}")
+    store_args = {"create": True, "heldout_threshold": threshold, "val_width": val_width}
+    with FootageStore(args.store, **store_args) as store:
         report = import_footage(
             store,
             args.src,
@@ -195,12 +262,17 @@ def cmd_import(args: argparse.Namespace) -> int:
             label_map=label_map(args.label_map),
             progress=not args.no_progress,
             max_pixels=args.max_pixels,
+            label_rule=rule,
         )
         total = len(store)
     for f, why in report.skipped[:50]:
         print(f"skipped {f}: {why}")
     if len(report.skipped) > 50:
         print(f"... and {len(report.skipped) - 50} more skipped (see --json)")
+    for f, why in report.mixed[:20]:
+        print(f"boxes disagree {f}: {why}")
+    if len(report.mixed) > 20:
+        print(f"... and {len(report.mixed) - 20} more frames whose boxes disagree (see --json)")
     print(f"import {args.format} {args.src}: {report.line()}; store holds {total} frames")
     if args.json:
         args.json.write_text(json.dumps(report.to_dict(), indent=2))
@@ -325,40 +397,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_label_csv(path: Path) -> tuple[list[tuple[int, str, str]], list[str]]:
-    """Rows ``(line, frame_id, label)`` of a corrections CSV, and the bad rows' messages.
-
-    :param path: the CSV (``frame_id,label``; a header line is optional).
-    :raises FootageError: the file cannot be read.
-    """
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise FootageError(f"label CSV {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FootageError(f"cannot read label CSV {path}: {exc}") from None
-    rows, bad = [], []
-    for n, row in enumerate(csv.reader(text.splitlines()), start=1):
-        cells = [c.strip() for c in row]
-        if not cells or all(not c for c in cells) or cells[0].startswith("#"):
-            continue
-        if n == 1 and cells[0].lower() == "frame_id":
-            continue
-        if len(cells) != 2:
-            bad.append(f"{path}:{n}: expected 2 columns frame_id,label, got {len(cells)}")
-            continue
-        fid, label = cells
-        if not label:
-            bad.append(f"{path}:{n}: empty label for {fid or '(no frame id)'}")
-        elif not LABEL_RE.match(label):
-            bad.append(f"{path}:{n}: bad label {label!r} (letters, digits, _ and -)")
-        else:
-            rows.append((n, fid, label))
-    return rows, bad
-
-
 def cmd_label(args: argparse.Namespace) -> int:
     """``footage label``."""
+    from inspector.footage.corrections import read_label_csv
     from inspector.footage.store import FootageStore
 
     rows, bad = read_label_csv(args.csv)
@@ -399,4 +440,36 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("labels: " + ", ".join(f"{k} {v}" for k, v in sorted(s["labels"].items())))
     print("label sources: " + ", ".join(f"{k} {v}" for k, v in sorted(s["label_sources"].items())))
     print(f"need review: {s['needs_review']}")
+    return 0
+
+
+def cmd_frames(args: argparse.Namespace) -> int:
+    """``footage frames``: one line per frame."""
+    from inspector.footage.store import FootageStore
+
+    with FootageStore(args.store) as store:
+        recs = store.records(
+            split=args.split, label=args.label, source_glob=args.source, limit=args.limit
+        )
+    for r in recs:
+        row = {
+            "frame_id": r.frame_id,
+            "split": r.split,
+            "label": r.label,
+            "label_source": r.label_source,
+            "source_file": r.source_file,
+            "source_format": r.source_format,
+            "source_root": r.source_root,
+            "source_split": r.source_split,
+            "image_path": r.image_path,
+        }
+        if args.json:
+            print(json.dumps(row))
+        else:
+            print(
+                f"{r.frame_id}  {r.split:<7} {r.label or '-':<14} {r.label_source or '-':<16} "
+                f"{r.source_format or '-':<8} {r.source_file or '-'}"
+            )
+    if not args.json:
+        print(f"{len(recs)} frames")
     return 0

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from inspector.commands._args import fraction, positive_int
+from inspector.commands._args import default_store_split, fraction, positive_int
 from inspector.commands._members import add_members_arguments
 
 
@@ -99,6 +99,7 @@ def run_train(args: argparse.Namespace) -> int:
     from inspector.train.config import TrainConfig
     from inspector.train.runner import train_run
 
+    default_store_split(args, "train", "train", "val chooses the kept model, heldout judges")
     if not Path(args.profile).is_file():
         raise InspectorError(f"profile not found: {args.profile}")
     if args.config and args.preset is None:  # a config file alone is the whole recipe
@@ -169,6 +170,10 @@ def print_report(r: dict) -> None:
         )
     elif op:
         print(f"operating point: {op['why']}")
+    if "ok_class" in r and r["ok_class"] is None:
+        # Classification only: no false alarms to count, so per-class recall instead.
+        recall = r.get("per_class_recall") or {}
+        print("per-class recall: " + ", ".join(f"{c} {_f(v)}" for c, v in recall.items()))
     print(
         f"eval ({r['episodes']} parts, ok bias {r.get('ok_bias', 0.0):+.2f}): accuracy "
         f"{r['accuracy']:.3f}, balanced {r['balanced_accuracy']:.3f}, "
@@ -188,6 +193,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise InspectorError(f"--episodes must be positive, got {args.episodes}")
+    default_store_split(args, "eval", "heldout", "frames no model was trained or chosen on",
+                        err=True)  # fmt: skip
     from inspector.train.distill import ensemble_policy, is_ensemble_dir
 
     if is_ensemble_dir(args.model):  # train --members' ensemble: its members in torch
@@ -218,5 +225,11 @@ def run_eval(args: argparse.Namespace) -> int:
         )
     }
     summary["ok_bias"] = policy.meta.ok_bias
+    if policy.meta.classification_only:
+        # No ok class: no false alarms, no defect recall, no operating point to report.
+        for k in ("defect_recall", "false_alarm_rate", "defect_auroc", "ok_bias"):
+            summary.pop(k)
+        summary["classification_only"] = True
+        summary["per_class_recall"] = result["per_class_recall"]
     print(json.dumps(summary))
     return 0

@@ -12,6 +12,10 @@ Engines carry no ONNX metadata, so :func:`build_engine` writes a sidecar
 ``tensorrt`` (and ``cuda-python``) are imported inside the functions that need
 them: importing this module costs nothing on a machine without a GPU.
 
+The parts: :mod:`inspector.export.trt_profile` (metadata, shapes, cache key,
+sidecar), :mod:`inspector.export.trt_calibration` (INT8), this module (the build
+and the parity check). Their public names are all importable from here.
+
 Command line (:mod:`inspector.commands.engine`: ``inspector engine VERB`` or
 ``python -m inspector.commands.engine VERB``, used by ``deploy/jetson/``)::
 
@@ -24,10 +28,9 @@ Command line (:mod:`inspector.commands.engine`: ``inspector engine VERB`` or
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -35,7 +38,22 @@ from typing import Any
 
 import numpy as np
 
-from inspector.errors import ExportError, MissingDependencyError, ModelError
+from inspector.errors import ExportError, MissingDependencyError
+from inspector.export.trt_calibration import (
+    CalibrationBatches,
+    load_calibration_dir,
+    make_calibrator,
+)
+from inspector.export.trt_profile import (
+    PRECISIONS,
+    ShapeProfile,
+    engine_cache_key,
+    random_observations,
+    read_onnx_meta,
+    sample_shapes,
+    shape_profile,
+    write_sidecar,
+)
 from inspector.files import write_atomic
 from inspector.policy.base import INPUT_NAMES, OUTPUT_NAMES, ModelMeta
 from inspector.policy.trt_engine import (
@@ -53,6 +71,8 @@ from inspector.policy.trt_engine import (
 log = logging.getLogger("inspector.export.tensorrt")  # same name under python -m
 
 __all__ = [
+    "PRECISIONS",
+    "SIDECAR_SCHEMA",
     "TRT_HINT",
     "CalibrationBatches",
     "EngineInfo",
@@ -75,330 +95,6 @@ __all__ = [
     "tensorrt_unavailable_reason",
     "write_sidecar",
 ]
-
-PRECISIONS = ("fp32", "fp16", "int8")
-
-
-# --------------------------------------------------------------------------- metadata and shapes
-
-
-def read_onnx_meta(onnx_path: str | os.PathLike[str]) -> ModelMeta:
-    """The :class:`ModelMeta` in an exported ONNX file's metadata_props.
-
-    The per-sample input shapes it implies are checked against the graph's
-    declared input dims, so an engine is never built for shapes the graph does
-    not have.
-
-    :raises ModelError: the file is missing, not ONNX, or not an inspector model.
-    :raises ExportError: the metadata disagrees with the graph inputs.
-    """
-    path = Path(onnx_path)
-    if not path.is_file():
-        raise ModelError(f"{path}: no such ONNX file")
-    try:
-        import onnx
-    except ImportError:
-        raise MissingDependencyError("onnx", "reading an ONNX model", "pip install onnx") from None
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # onnx raises DecodeError and friends; the user sees one line
-        raise ModelError(f"{path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
-    props = {p.key: p.value for p in model.metadata_props}
-    meta = ModelMeta.from_props(props, source=str(path))
-    want = sample_shapes(meta)
-    graph_inputs = {i.name: i for i in model.graph.input}
-    for name in INPUT_NAMES:
-        if name not in graph_inputs:
-            raise ExportError(f"{path}: graph has no input {name!r} (has {sorted(graph_inputs)})")
-        dims = graph_inputs[name].type.tensor_type.shape.dim
-        got = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in dims)
-        if len(got) != len(want[name]) + 1 or any(
-            g not in (-1, w) for g, w in zip(got[1:], want[name])
-        ):
-            raise ExportError(
-                f"{path}: input {name!r} has dims {list(got)} but the metadata says "
-                f"[N, {', '.join(map(str, want[name]))}]"
-            )
-    return meta
-
-
-def _side(value: Any, what: str) -> int:
-    # The scan settings store square sizes as one int; accept [n, n] too.
-    if isinstance(value, (list, tuple)):
-        if len(value) != 2 or int(value[0]) != int(value[1]):
-            raise ModelError(f"scan.{what}: expected a square size, got {value!r}")
-        value = value[0]
-    size = int(value)
-    if size < 1:
-        raise ModelError(f"scan.{what}: expected a positive size, got {value!r}")
-    return size
-
-
-def sample_shapes(meta: ModelMeta) -> dict[str, tuple[int, ...]]:
-    """Per-sample (batch axis removed) shapes of the three inputs, from the metadata.
-
-    ``glimpse`` is [M, G, G] (M = scan memory), ``overview`` [1, O, O], ``state`` [S].
-
-    :raises ModelError: the scan settings lack a size.
-    """
-    scan = meta.scan
-    try:
-        g = _side(scan["glimpse"], "glimpse")
-        o = _side(scan["overview"], "overview")
-        m = int(scan.get("memory", 1))
-    except KeyError as exc:
-        raise ModelError(f"model metadata: scan settings lack {exc}") from None
-    if m < 1 or meta.state_size < 1:
-        raise ModelError(f"model metadata: memory={m}, state_size={meta.state_size}")
-    return {"glimpse": (m, g, g), "overview": (1, o, o), "state": (int(meta.state_size),)}
-
-
-@dataclass(frozen=True)
-class ShapeProfile:
-    """min/opt/max batch sizes over the per-sample input shapes (one TensorRT profile).
-
-    :param samples: per-sample shape of each input, as from :func:`sample_shapes`.
-    :param min_batch: smallest batch the engine accepts.
-    :param opt_batch: batch the builder tunes kernels for (the station runs batch 1).
-    :param max_batch: largest batch the engine accepts.
-    """
-
-    samples: Mapping[str, tuple[int, ...]]
-    min_batch: int = 1
-    opt_batch: int = 1
-    max_batch: int = 8
-
-    def shape(self, name: str, which: str) -> tuple[int, ...]:
-        """Full shape of input ``name`` at ``which`` in ``{"min", "opt", "max"}``."""
-        batch = {"min": self.min_batch, "opt": self.opt_batch, "max": self.max_batch}[which]
-        return (batch, *self.samples[name])
-
-    def trtexec_args(self) -> list[str]:
-        """``--minShapes=... --optShapes=... --maxShapes=...`` for trtexec."""
-        out = []
-        for which in ("min", "opt", "max"):
-            spec = ",".join(f"{n}:{'x'.join(map(str, self.shape(n, which)))}" for n in INPUT_NAMES)
-            out.append(f"--{which}Shapes={spec}")
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain-JSON form for the sidecar and the cache key."""
-        return {
-            "min_batch": self.min_batch,
-            "opt_batch": self.opt_batch,
-            "max_batch": self.max_batch,
-            "samples": {k: list(v) for k, v in self.samples.items()},
-        }
-
-
-def shape_profile(
-    meta: ModelMeta, *, min_batch: int = 1, opt_batch: int = 1, max_batch: int = 8
-) -> ShapeProfile:
-    """The optimisation profile for ``meta``'s inputs.
-
-    :raises ExportError: the batch sizes are not ``1 <= min <= opt <= max``.
-    """
-    if not 1 <= min_batch <= opt_batch <= max_batch:
-        raise ExportError(
-            f"batch sizes must satisfy 1 <= min <= opt <= max, got "
-            f"min={min_batch} opt={opt_batch} max={max_batch}"
-        )
-    return ShapeProfile(sample_shapes(meta), int(min_batch), int(opt_batch), int(max_batch))
-
-
-def engine_cache_key(
-    onnx_bytes: bytes,
-    tensorrt_version: str,
-    gpu: str,
-    *,
-    precision: str = "fp16",
-    profile: ShapeProfile | None = None,
-    workspace_mb: int = 0,
-    calibration_sha256: str = "",
-) -> str:
-    """sha256 naming a cached engine.
-
-    An engine only fits the TensorRT version and GPU that built it, and the build
-    options change what it computes, so all of them are in the key.
-    """
-    parts = {
-        "onnx_sha256": hashlib.sha256(onnx_bytes).hexdigest(),
-        "tensorrt": str(tensorrt_version),
-        "gpu": str(gpu),
-        "precision": precision,
-        "profile": profile.to_json() if profile is not None else None,
-        "workspace_mb": int(workspace_mb),
-        "calibration": calibration_sha256,
-    }
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
-
-
-# --------------------------------------------------------------------------- sidecar
-
-
-def write_sidecar(
-    engine_path: str | os.PathLike[str],
-    meta: ModelMeta,
-    *,
-    onnx_sha256: str,
-    precision: str,
-    profile: ShapeProfile,
-    tensorrt_version: str = "",
-    gpu: str = "",
-) -> Path:
-    """Write ``<engine>.json`` (atomically) and return its path."""
-    if precision not in PRECISIONS:
-        raise ExportError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    doc = {
-        "schema": SIDECAR_SCHEMA,
-        "props": meta.to_props(),
-        "onnx_sha256": onnx_sha256,
-        "precision": precision,
-        "tensorrt_version": tensorrt_version,
-        "gpu": gpu,
-        "profile": profile.to_json(),
-    }
-    out = sidecar_path(engine_path)
-    write_atomic(out, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
-    return out
-
-
-# --------------------------------------------------------------------------- calibration
-
-
-class CalibrationBatches:
-    """Observations re-cut into fixed-size float32 batches for INT8 calibration.
-
-    TensorRT calibrates at one shape (the calibration profile), so every batch
-    it is handed has exactly ``batch_size`` samples; a short tail is dropped.
-
-    :param observations: observation dicts (``glimpse``, ``overview``, ``state``),
-        each either one sample or a batch along axis 0.
-    :param samples: per-sample shapes, as from :func:`sample_shapes`.
-    :param batch_size: samples per calibration batch.
-    :param max_batches: stop after this many batches (None: all).
-    """
-
-    def __init__(
-        self,
-        observations: Iterable[Mapping[str, np.ndarray]],
-        samples: Mapping[str, tuple[int, ...]],
-        batch_size: int = 8,
-        max_batches: int | None = None,
-    ) -> None:
-        if batch_size < 1:
-            raise ExportError(f"calibration batch size must be >= 1, got {batch_size}")
-        self.observations = observations
-        self.samples = dict(samples)
-        self.batch_size = int(batch_size)
-        self.max_batches = max_batches
-
-    def _as_batch(self, obs: Mapping[str, np.ndarray], index: int) -> dict[str, np.ndarray]:
-        missing = [n for n in INPUT_NAMES if n not in obs]
-        if missing:
-            raise ExportError(f"calibration observation {index} has no {missing[0]!r}")
-        out = {}
-        for name in INPUT_NAMES:
-            arr = np.asarray(obs[name], dtype=np.float32)
-            want = self.samples[name]
-            if arr.shape == want:
-                arr = arr[None]
-            if arr.shape[1:] != want:
-                raise ExportError(
-                    f"calibration observation {index}: {name} has shape {list(arr.shape)}, "
-                    f"expected [{', '.join(map(str, want))}] or [N, {', '.join(map(str, want))}]"
-                )
-            out[name] = arr
-        sizes = {len(a) for a in out.values()}
-        if len(sizes) != 1:
-            raise ExportError(f"calibration observation {index}: inputs differ in batch size")
-        return out
-
-    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
-        pending: dict[str, list[np.ndarray]] = {n: [] for n in INPUT_NAMES}
-        have = 0
-        emitted = 0
-        for i, obs in enumerate(self.observations):
-            batch = self._as_batch(obs, i)
-            for n in INPUT_NAMES:
-                pending[n].append(batch[n])
-            have += len(batch[INPUT_NAMES[0]])
-            while have >= self.batch_size:
-                joined = {n: np.concatenate(pending[n]) for n in INPUT_NAMES}
-                yield {n: np.ascontiguousarray(joined[n][: self.batch_size]) for n in INPUT_NAMES}
-                emitted += 1
-                if self.max_batches is not None and emitted >= self.max_batches:
-                    return
-                pending = {n: [joined[n][self.batch_size :]] for n in INPUT_NAMES}
-                have -= self.batch_size
-
-
-def load_calibration_dir(directory: str | os.PathLike[str]) -> Iterator[dict[str, np.ndarray]]:
-    """Observations from ``*.npz`` files (arrays ``glimpse``, ``overview``, ``state``), sorted.
-
-    Write them with ``np.savez(path, glimpse=g, overview=o, state=s)`` from observations
-    the scan geometry made from footage frames.
-
-    :raises ExportError: the directory is missing or holds no ``.npz`` file.
-    """
-    d = Path(directory)
-    files = sorted(d.glob("*.npz")) if d.is_dir() else []
-    if not files:
-        raise ExportError(f"{d}: no calibration observations (*.npz with glimpse/overview/state)")
-    for f in files:
-        with np.load(f) as z:
-            yield {n: z[n] for n in z.files}
-
-
-def make_calibrator(batches: CalibrationBatches, cache_file: str | os.PathLike[str]) -> Any:
-    """A ``tensorrt.IInt8EntropyCalibrator2`` feeding ``batches`` through device buffers.
-
-    The calibration cache (``cache_file``) is read back on later builds so that
-    calibration runs once per model.
-    """
-    trt = import_tensorrt("INT8 calibration")
-    from inspector.policy.trt_backend import DeviceMemory
-
-    class Calibrator(trt.IInt8EntropyCalibrator2):
-        """Entropy calibrator over observation batches."""
-
-        def __init__(self) -> None:
-            trt.IInt8EntropyCalibrator2.__init__(self)
-            self.cache_file = Path(cache_file)
-            self.batches = iter(batches)
-            self.mem = DeviceMemory()
-            self.buffers: dict[str, Any] = {}
-            self.count = 0
-
-        def get_batch_size(self) -> int:
-            return batches.batch_size
-
-        def get_batch(self, names: list[str]) -> list[int] | None:
-            try:
-                batch = next(self.batches)
-            except StopIteration:
-                return None
-            ptrs = []
-            for name in names:
-                arr = batch[name]
-                if name not in self.buffers:
-                    self.buffers[name] = self.mem.alloc(arr.nbytes)
-                self.mem.to_device(self.buffers[name], arr)
-                ptrs.append(self.mem.ptr(self.buffers[name]))
-            self.mem.synchronize()
-            self.count += 1
-            return ptrs
-
-        def read_calibration_cache(self) -> bytes | None:
-            if self.cache_file.is_file():
-                log.info("using calibration cache %s", self.cache_file)
-                return self.cache_file.read_bytes()
-            return None
-
-        def write_calibration_cache(self, cache: Any) -> None:
-            write_atomic(self.cache_file, bytes(cache))
-
-    return Calibrator()
 
 
 # --------------------------------------------------------------------------- build
@@ -442,93 +138,145 @@ def build_engine(
     :raises ExportError: bad options or the build failed.
     :raises MissingDependencyError: tensorrt is not installed.
     """
+    plan = _plan_build(
+        onnx_path,
+        out_path,
+        int8=int8,
+        has_frames=calibration_frames is not None,
+        calibration_cache=calibration_cache,
+        workspace_mb=workspace_mb,
+        batches=(min_batch, opt_batch, max_batch),
+        precision="int8" if int8 else "fp16" if fp16 else "fp32",
+    )
+    trt = import_tensorrt()
+    gpu = gpu_name()
+    cached = _cached_path(plan, cache_dir, trt.__version__, gpu)
+    if cached is not None and cached.is_file():
+        log.info("engine cache hit %s", cached)
+        if cached.resolve() != plan.out.resolve():
+            write_atomic(plan.out, cached.read_bytes())
+    else:
+        calibrator = _calibrator(plan, calibration_frames, calibration_batch) if int8 else None
+        data = _build_serialized(
+            trt,
+            plan,
+            fp16=fp16 or int8,  # int8 engines keep fp16 for layers int8 cannot take
+            int8=int8,
+            calibrator=calibrator,
+            calibration_batch=calibration_batch,
+            timing_cache=Path(timing_cache) if timing_cache else None,
+        )
+        write_atomic(plan.out, data)
+        # Keyed again: an int8 build has just written the calibration cache, and the
+        # next build with that cache must find this engine.
+        cached = _cached_path(plan, cache_dir, trt.__version__, gpu)
+        if cached is not None:
+            write_atomic(cached, data)
+            log.info("engine cached as %s", cached)
+    _write_sidecar(plan, trt.__version__, gpu)
+    return plan.out
+
+
+@dataclass(frozen=True)
+class _BuildPlan:
+    """What :func:`build_engine` settles from its arguments before touching TensorRT."""
+
+    onnx_file: Path
+    out: Path
+    meta: ModelMeta
+    profile: ShapeProfile
+    precision: str
+    workspace_mb: int
+    calib_cache: Path
+    onnx_bytes: bytes
+
+
+def _plan_build(
+    onnx_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    int8: bool,
+    has_frames: bool,
+    calibration_cache: str | os.PathLike[str] | None,
+    workspace_mb: int,
+    batches: tuple[int, int, int],
+    precision: str,
+) -> _BuildPlan:
+    """Check the model and the options (no TensorRT needed, so a bad call fails anywhere)."""
     onnx_file = Path(onnx_path)
     out = Path(out_path)
     meta = read_onnx_meta(onnx_file)
+    min_batch, opt_batch, max_batch = batches
     profile = shape_profile(meta, min_batch=min_batch, opt_batch=opt_batch, max_batch=max_batch)
     if workspace_mb < 1:
         raise ExportError(f"workspace_mb must be >= 1, got {workspace_mb}")
     calib_cache = (
         Path(calibration_cache) if calibration_cache else out.with_name(out.name + ".calib")
     )
-    if int8 and calibration_frames is None and not calib_cache.is_file():
+    if int8 and not has_frames and not calib_cache.is_file():
         raise ExportError(
             "INT8 needs calibration observations (--calib DIR of .npz files) or an existing "
             f"calibration cache ({calib_cache}); without them the int8 scales would be made up"
         )
-    precision = "int8" if int8 else "fp16" if fp16 else "fp32"
-    onnx_bytes = onnx_file.read_bytes()
-    onnx_sha = hashlib.sha256(onnx_bytes).hexdigest()
-
-    trt = import_tensorrt()
-    gpu = gpu_name()
-    calib_sha = (
-        hashlib.sha256(calib_cache.read_bytes()).hexdigest() if calib_cache.is_file() else ""
-    )
-    key = engine_cache_key(
-        onnx_bytes,
-        trt.__version__,
-        gpu,
-        precision=precision,
+    return _BuildPlan(
+        onnx_file=onnx_file,
+        out=out,
+        meta=meta,
         profile=profile,
+        precision=precision,
         workspace_mb=workspace_mb,
-        calibration_sha256=calib_sha if int8 else "",
+        calib_cache=calib_cache,
+        onnx_bytes=onnx_file.read_bytes(),
     )
-    cached = Path(cache_dir) / f"{key}.engine" if cache_dir is not None else None
-    if cached is not None and cached.is_file():
-        log.info("engine cache hit %s", cached)
-        if cached.resolve() != out.resolve():
-            write_atomic(out, cached.read_bytes())
-    else:
-        data = _build_serialized(
-            trt,
-            onnx_file,
-            profile,
-            fp16=fp16 or int8,  # int8 engines keep fp16 for layers int8 cannot take
-            int8=int8,
-            calibrator=(
-                make_calibrator(
-                    CalibrationBatches(
-                        calibration_frames if calibration_frames is not None else [],
-                        profile.samples,
-                        calibration_batch,
-                    ),
-                    calib_cache,
-                )
-                if int8
-                else None
-            ),
-            calibration_batch=calibration_batch,
-            workspace_mb=workspace_mb,
-            timing_cache=Path(timing_cache) if timing_cache else None,
-        )
-        write_atomic(out, data)
-        if cached is not None:
-            if int8 and calib_cache.is_file():
-                # The build has just written the calibration cache; key the engine by it
-                # so the next build with that cache finds this engine.
-                key = engine_cache_key(
-                    onnx_bytes,
-                    trt.__version__,
-                    gpu,
-                    precision=precision,
-                    profile=profile,
-                    workspace_mb=workspace_mb,
-                    calibration_sha256=hashlib.sha256(calib_cache.read_bytes()).hexdigest(),
-                )
-                cached = cached.with_name(f"{key}.engine")
-            write_atomic(cached, data)
-            log.info("engine cached as %s", cached)
+
+
+def _cached_path(
+    plan: _BuildPlan, cache_dir: str | os.PathLike[str] | None, tensorrt_version: str, gpu: str
+) -> Path | None:
+    """Where ``plan``'s engine stands in the engine cache (None: no cache).
+
+    The key holds the calibration cache's hash for an int8 engine, so the path
+    changes once a build has written that cache.
+    """
+    if cache_dir is None:
+        return None
+    return Path(cache_dir) / f"{_engine_key(plan, tensorrt_version, gpu)}.engine"
+
+
+def _engine_key(plan: _BuildPlan, tensorrt_version: str, gpu: str) -> str:
+    """The cache key of ``plan``'s engine; an int8 one is keyed by its calibration cache."""
+    calib_sha = ""
+    if plan.precision == "int8" and plan.calib_cache.is_file():
+        calib_sha = hashlib.sha256(plan.calib_cache.read_bytes()).hexdigest()
+    return engine_cache_key(
+        plan.onnx_bytes,
+        tensorrt_version,
+        gpu,
+        precision=plan.precision,
+        profile=plan.profile,
+        workspace_mb=plan.workspace_mb,
+        calibration_sha256=calib_sha,
+    )
+
+
+def _write_sidecar(plan: _BuildPlan, tensorrt_version: str, gpu: str) -> None:
     write_sidecar(
-        out,
-        meta,
-        onnx_sha256=onnx_sha,
-        precision=precision,
-        profile=profile,
-        tensorrt_version=trt.__version__,
+        plan.out,
+        plan.meta,
+        onnx_sha256=hashlib.sha256(plan.onnx_bytes).hexdigest(),
+        precision=plan.precision,
+        profile=plan.profile,
+        tensorrt_version=tensorrt_version,
         gpu=gpu,
     )
-    return out
+
+
+def _calibrator(
+    plan: _BuildPlan, frames: Iterable[Mapping[str, np.ndarray]] | None, batch: int
+) -> Any:
+    """The INT8 calibrator over ``frames`` (none: TensorRT reads the calibration cache)."""
+    batches = CalibrationBatches(frames if frames is not None else [], plan.profile.samples, batch)
+    return make_calibrator(batches, plan.calib_cache)
 
 
 class _Logger:
@@ -556,16 +304,15 @@ class _Logger:
 
 def _build_serialized(
     trt: ModuleType,
-    onnx_file: Path,
-    profile: ShapeProfile,
+    plan: _BuildPlan,
     *,
     fp16: bool,
     int8: bool,
     calibrator: Any,
     calibration_batch: int,
-    workspace_mb: int,
     timing_cache: Path | None,
 ) -> bytes:
+    onnx_file, profile, workspace_mb = plan.onnx_file, plan.profile, plan.workspace_mb
     logger = _Logger.make(trt)
     builder = trt.Builder(logger)
     # TensorRT 10 networks are always explicit-batch (the flag is deprecated and
@@ -624,17 +371,6 @@ def _build_serialized(
 
 
 # --------------------------------------------------------------------------- parity
-
-
-def random_observations(meta: ModelMeta, n: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """``n`` random observations in the contract's value ranges (pixels 0..255, state 0..1)."""
-    rng = np.random.default_rng(seed)
-    shapes = sample_shapes(meta)
-    return {
-        "glimpse": rng.uniform(0, 255, (n, *shapes["glimpse"])).astype(np.float32),
-        "overview": rng.uniform(0, 255, (n, *shapes["overview"])).astype(np.float32),
-        "state": rng.uniform(0, 1, (n, *shapes["state"])).astype(np.float32),
-    }
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ Each line (a group of stations running the same product) has three channels:
 * ``shadow``: a version that only stations configured for ``@shadow`` run (a
   trial station on the line whose results consumers leave out).
 
+A station follows ``stable`` (the line's roll-out: canary or stable by its share),
+``canary`` (the canary whenever the line has one, whatever its share: a station a
+plant chooses to try every new version first; stable otherwise) or ``shadow``.
+
 The state lives in ``REGISTRY/channels/<line>.json`` (replaced atomically; a
 reader sees the old or the new state, never half of one) and every change is
 appended to ``REGISTRY/channels/<line>.log.jsonl`` with who, when, and the states
@@ -127,7 +131,8 @@ def assign(state: dict[str, Any], station_id: str, want: str = "stable") -> Assi
     :param state: the line's state (:func:`read_state`).
     :param station_id: the station's id (its hash picks canary or stable).
     :param want: the channel the station follows: ``stable`` (the line's roll-out:
-        canary when its bucket is inside the canary's share, else stable) or ``shadow``.
+        canary when its bucket is inside the canary's share, else stable), ``canary``
+        (the canary whenever there is one, else stable) or ``shadow``.
     :raises FootageError: nothing is promoted on the channel the station follows.
     """
     line, rev = state["line"], state["revision"]
@@ -135,9 +140,10 @@ def assign(state: dict[str, Any], station_id: str, want: str = "stable") -> Assi
         if state["shadow"] is None:
             raise FootageError(f"line {line}: no version on the shadow channel")
         return Assignment(state["shadow"], "shadow", rev)
-    if want != "stable":
-        raise FootageError(f"follow 'stable' (with its canary) or 'shadow', not {want!r}")
-    if state["canary"] is not None and bucket(station_id) < state["share"]:
+    if want not in ("stable", "canary"):
+        raise FootageError(f"follow 'stable' (with its canary), 'canary' or 'shadow', not {want!r}")
+    in_share = want == "canary" or bucket(station_id) < state["share"]
+    if state["canary"] is not None and in_share:
         return Assignment(state["canary"], "canary", rev)
     if state["stable"] is None:
         raise FootageError(

@@ -141,13 +141,20 @@ def record_feedback(
 
 
 def _ok_class(result: Mapping[str, Any] | None) -> str | None:
-    """The ok class as a station Result shows it (its first class), or None."""
+    """The ok class as a station Result shows it (its first class), or None.
+
+    None too for a classification-only model's Result: its first class declared with
+    the verdict ``defect`` (with an ok class, declaring the first class is ``ok``).
+    """
     if not result:
         return None
     if result.get("verdict") == "ok" and result.get("label"):
         return str(result["label"])
     probs = result.get("probabilities")
-    return next(iter(probs), None) if isinstance(probs, Mapping) and probs else None
+    first = next(iter(probs), None) if isinstance(probs, Mapping) and probs else None
+    if first is not None and result.get("verdict") == "defect" and result.get("label") == first:
+        return None
+    return first
 
 
 def _insert(store: FootageStore, fb: Feedback) -> None:

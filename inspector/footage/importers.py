@@ -18,15 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from inspector.annotations import (
+    LabelRule,
     Record,
     annotation_format,
     apply_label_map,
     clip_boxes,
+    disagreement,
     is_inside,
     manifest_in,
     read_coco,
     read_manifest,
     read_voc_file,
+    relabel,
     scan_classes,
     scan_masks,
 )
@@ -50,6 +53,10 @@ class ImportReport:
     :param filtered: manifest rows outside the ``--split`` filter.
     :param dropped_boxes: annotated boxes dropped because nothing of them lay inside
         their image (the image itself was imported with its other boxes).
+    :param label_rule: how VOC/COCO frames got their label (``LabelRule.describe``), or
+        None for formats that carry frame labels.
+    :param mixed: ``(file, what)`` for each VOC/COCO frame whose boxes name several
+        classes or another class than its label (imported, with the rule's label).
     """
 
     new: int = 0
@@ -58,6 +65,8 @@ class ImportReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     filtered: int = 0
     dropped_boxes: int = 0
+    label_rule: str | None = None
+    mixed: list[tuple[str, str]] = field(default_factory=list)
 
     def line(self) -> str:
         """``12 new, 3 already present, 1 updated, 2 skipped``."""
@@ -69,6 +78,8 @@ class ImportReport:
             s += f" ({self.filtered} rows outside the --split filter)"
         if self.dropped_boxes:
             s += f", {self.dropped_boxes} boxes outside their image dropped"
+        if self.mixed:
+            s += f", {len(self.mixed)} frames whose boxes disagree"
         return s
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,6 +91,8 @@ class ImportReport:
             "skipped": [{"file": f, "reason": r} for f, r in self.skipped],
             "filtered": self.filtered,
             "dropped_boxes": self.dropped_boxes,
+            "label_rule": self.label_rule,
+            "mixed": [{"file": f, "boxes": r} for f, r in self.mixed],
         }
 
 
@@ -100,6 +113,7 @@ def _records_for(
     split: str | None,
     images_root: Path | None,
     report: ImportReport,
+    label_rule: LabelRule | None = None,
 ) -> list[_Item]:
     if fmt != "csv" and split is not None:
         raise FootageError("--split filters manifest rows; it needs --format csv")
@@ -148,7 +162,22 @@ def _records_for(
         recs = read_coco(path, images_root=images_root, skips=skips)
     else:
         raise FootageError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}")
+    if fmt in ("voc", "coco"):
+        recs = _apply_rule(recs, label_rule or LabelRule(), report)
+    elif label_rule is not None and label_rule != LabelRule():
+        raise FootageError(f"--label-rule is for --format voc or coco; {fmt} brings its labels")
     return [_Item(r) for r in recs]
+
+
+def _apply_rule(recs: list[Record], rule: LabelRule, report: ImportReport) -> list[Record]:
+    """Label VOC/COCO records by ``rule``; note the frames whose boxes disagree."""
+    report.label_rule = rule.describe()
+    out = relabel(recs, rule, report.skipped)
+    for r in out:
+        why = disagreement(r)
+        if why:
+            report.mixed.append((str(r.image), why))
+    return out
 
 
 def _need_dir(src: Path, fmt: str) -> None:
@@ -237,6 +266,7 @@ def import_footage(
     label_map: Mapping[str, str] | None = None,
     progress: bool = True,
     max_pixels: int | None = None,
+    label_rule: LabelRule | None = None,
 ) -> ImportReport:
     """Import ``src`` in format ``fmt`` into ``store``.
 
@@ -252,6 +282,8 @@ def import_footage(
     :param progress: show a tqdm bar.
     :param max_pixels: refuse images whose header states more pixels (default
         :func:`inspector.imageio.max_image_pixels`).
+    :param label_rule: how a VOC/COCO frame's label is chosen (default: largest area,
+        see :mod:`inspector.annotations.labels`).
     :raises FootageError: the source cannot be read at all (a missing folder, a manifest
         without an ``image`` column, a COCO file that is not COCO).
     """
@@ -267,6 +299,7 @@ def import_footage(
         split=split,
         images_root=Path(images_root) if images_root is not None else None,
         report=report,
+        label_rule=label_rule,
     )
     if label_map:
         mapped = apply_label_map([it.record for it in items], label_map)

@@ -54,6 +54,8 @@ class ModelMeta:
         first) before the verdict (0: the probabilities as trained).
     :param ensemble: for a verdict ensemble, its members' model sha256, lead first
         (empty: one model).
+    :param classification_only: no class is defect-free (the profile's ``ok_class:
+        none``): :attr:`ok_class` is None, every verdict is a defect, no operating point.
     """
 
     classes: tuple[str, ...]
@@ -69,6 +71,12 @@ class ModelMeta:
     extra: Mapping[str, str] = field(default_factory=dict)
     ok_bias: float = 0.0
     ensemble: tuple[str, ...] = ()
+    classification_only: bool = False
+
+    @property
+    def ok_class(self) -> str | None:
+        """The class meaning "no defect" (the first), or None for classification only."""
+        return None if self.classification_only else self.classes[0]
 
     def to_props(self) -> dict[str, str]:
         """metadata_props for an ONNX model (all values JSON)."""
@@ -88,6 +96,8 @@ class ModelMeta:
             d["ok_bias"] = float(self.ok_bias)
         if self.ensemble:
             d["ensemble"] = list(self.ensemble)
+        if self.classification_only:
+            d["classification_only"] = True
         return {META_PREFIX + k: json.dumps(v) for k, v in d.items()}
 
     @classmethod
@@ -163,6 +173,9 @@ class ModelMeta:
         ensemble = get.get("ensemble", [])
         if not isinstance(ensemble, list):
             raise bad("ensemble must be a list")
+        only = get.get("classification_only", False)
+        if not isinstance(only, bool):
+            raise bad("classification_only must be true or false")
         return cls(
             classes=classes,
             actions=actions,
@@ -176,6 +189,7 @@ class ModelMeta:
             exporter_version=get.get("exporter_version", ""),
             ok_bias=float(ok_bias),
             ensemble=tuple(str(x) for x in ensemble),
+            classification_only=only,
         )
 
     def expected_shapes(self) -> dict[str, tuple[int, ...]]:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import MissingDependencyError, ModelError
-from inspector.policy.base import INPUT_NAMES, OUTPUT_NAMES, Policy
+from inspector.policy.base import INPUT_NAMES, OUTPUT_NAMES, Policy, check_contract
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +196,13 @@ class TensorRTPolicy(Policy):
         if missing:
             self.close()
             raise ModelError(f"{path}: engine lacks tensors {missing} (has {sorted(names)})")
+        try:
+            # The sidecar's metadata against the engine's bindings, as the ONNX backend checks
+            # its graph: a sidecar naming more classes than the engine outputs fails here.
+            check_contract(self.meta, self._binding_shapes(names), str(path))
+        except ModelError:
+            self.close()
+            raise
         self.context = self.engine.create_execution_context()
         self._dtypes = {n: np.dtype(trt.nptype(self.engine.get_tensor_dtype(n))) for n in names}
         lo = {}
@@ -223,6 +230,10 @@ class TensorRTPolicy(Policy):
             self.max_batch,
             self._mem.kind,
         )
+
+    def _binding_shapes(self, names: set[str]) -> dict[str, list[int]]:
+        """name -> the engine's shape of each input and output (-1 where dynamic)."""
+        return {n: [int(d) for d in self.engine.get_tensor_shape(n)] for n in sorted(names)}
 
     def forward(self, obs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Batched outputs (action_logits [N, A], class_probs [N, C], value [N, 1])."""

@@ -11,10 +11,12 @@ def banner_lines(station: Any) -> list[str]:
     providers = getattr(station.policy, "providers", None)
     backend = station.policy.backend + (f" [{', '.join(providers)}]" if providers else "")
     params = ", ".join(f"{k}={v}" for k, v in (c.camera.params or {}).items())
+    ro = getattr(station, "rollout", None)
+    follows = f" -> {ro.label} ({ro.channel}) in {c.model.registry}" if ro is not None else ""
     lines = [
         f"inspector station {c.station_id}",
         f"  camera   {c.camera.driver}({params})",
-        f"  model    {c.model.path} sha256 {station.model_sha256} backend {backend}",
+        f"  model    {c.model.path}{follows} sha256 {station.model_sha256} backend {backend}",
         f"  profile  {station.profile_name or '-'} sha256 {station.profile_sha256 or '-'} "
         f"classes {','.join(m.classes)} budget {station.budget}",
         "  verdict  "

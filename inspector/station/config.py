@@ -19,6 +19,7 @@ from inspector.errors import ConfigError, ModelError, StationError
 from inspector.station.console.config import ConsoleSection
 from inspector.station.mqtt import MqttConfig, MqttSettings
 from inspector.station.opcua.settings import OpcuaSection
+from inspector.station.rollout import is_ref, parse_ref
 from inspector.station.shadow import ShadowSection
 
 #: Trigger modes: every frame is a part, a message on ``<prefix>/trigger`` asks for one,
@@ -95,16 +96,19 @@ class CameraSection:
 class ModelSection:
     """The exported policy.
 
-    :param path: the ``.onnx`` (ONNX Runtime) or ``.engine``/``.plan`` (TensorRT) file.
-        Trained ``.zip`` runs are refused: export first (``inspector export``).
+    :param path: the ``.onnx`` (ONNX Runtime) or ``.engine``/``.plan`` (TensorRT) file, or
+        ``registry:LINE@stable|canary|shadow|v0003``: a registry version, followed part by
+        part (docs/station.md, "Models from the registry"). ``.zip`` runs are refused.
     :param backend: ``auto`` (from the file), ``onnxruntime`` (TensorRT/CUDA execution
         providers when present, else CPU), ``onnxruntime-cpu`` or ``tensorrt``.
     :param threads: intra-op threads of ONNX Runtime (0: its default).
+    :param registry: the registry folder ``registry:`` paths name (read only).
     """
 
     path: str = ""
     backend: str = "auto"
     threads: int = 1
+    registry: str = "registry"
 
     def validate(self) -> None:
         """:raises ValueError: no path, an unknown backend, or one that does not fit the file."""
@@ -114,6 +118,18 @@ class ModelSection:
             raise ValueError(
                 f"model.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}"
             )
+        if self.threads < 0:
+            raise ValueError(f"model.threads must be >= 0, got {self.threads}")
+        if is_ref(self.path):
+            parse_ref(self.path)  # ValueError: one line naming the accepted forms
+            if self.backend == "tensorrt":
+                raise ValueError(
+                    f"model.backend tensorrt cannot run {self.path}: registry versions are "
+                    "ONNX files (backend auto, onnxruntime or onnxruntime-cpu)"
+                )
+            if not self.registry:
+                raise ValueError(f"model.registry: the registry folder {self.path} names")
+            return  # the registry folder may be mounted later: the station checks it
         suffix = Path(self.path).suffix.lower()
         if self.backend == "tensorrt" and suffix not in (".engine", ".plan"):
             raise ValueError(
@@ -121,8 +137,6 @@ class ModelSection:
             )
         if self.backend.startswith("onnxruntime") and suffix in (".engine", ".plan"):
             raise ValueError(f"model.backend {self.backend} needs a .onnx file, got {self.path}")
-        if self.threads < 0:
-            raise ValueError(f"model.threads must be >= 0, got {self.threads}")
 
 
 @dataclass
@@ -178,6 +192,7 @@ class MqttSection(MqttSettings):
             reconnect_min_delay=float(self.reconnect_min_delay),
             reconnect_max_delay=float(self.reconnect_max_delay),
             max_payload=int(self.max_payload),
+            tcp_nodelay=bool(self.tcp_nodelay),
         )
         return MqttConfig(station=station, triggers=triggers, **shared)
 

@@ -17,7 +17,7 @@ recorder or reporter.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import signal
 import sys
@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -47,27 +47,22 @@ from inspector.station.config import (
 from inspector.station.metrics import StationMetrics
 from inspector.station.mqtt import Publisher, Trigger
 from inspector.station.opcua.link import OpcuaLink
-from inspector.station.reporter import Reporter
 from inspector.station.result import Result
+from inspector.station.rollout import Rollout, check_successor, is_ref, parse_ref
+from inspector.station.services import FootageRecorder, StationServices
 from inspector.station.shadow import ShadowRunner
+from inspector.station.status import StationStatus
 
 log = logging.getLogger(__name__)
 
 
-class FootageRecorder(Protocol):
-    """What the station needs from a footage store (``FootageWriter`` is one)."""
-
-    def record(self, image: np.ndarray | None, result: dict[str, Any]) -> str | None:
-        """Keep the frame if the keep policy says so; return its reference or None.
-
-        A recorder may write in the background; the station calls its ``close()`` (when
-        it has one) at shutdown and counts its ``errors`` attribute (when it has one).
-        """
-
-
 # -- the station --------------------------------------------------------------------------
-class Station:
+class Station(StationServices, StationStatus):
     """One station: call :meth:`run`; :meth:`request_stop` (signal-safe) ends it.
+
+    What it opens and closes is in :class:`~inspector.station.services.StationServices`,
+    its back-pressure and status line in :class:`~inspector.station.status.StationStatus`;
+    this class holds the state and inspects parts.
 
     :param config: a validated :class:`StationConfig` (checked again here).
     :param camera_factory: opens the camera (default: ``open_camera`` with the config);
@@ -92,9 +87,11 @@ class Station:
         self.out = out if out is not None else sys.stderr
         self._stop = threading.Event()
         self._ended = False
-        self.policy = load_station_policy(config.model)
+        self.policy: Any = None
+        self.rollout = self._rollout()  # None: model.path names a file
+        self.policy = self.rollout.policy if self.rollout else load_station_policy(config.model)
         self.meta = self.policy.meta
-        self.model_sha256 = sha256_file(config.model.path)
+        self.model_sha256 = sha256_file(self.rollout.path if self.rollout else config.model.path)
         self.profile, warnings = check_profile(self.policy, config.profile)
         for w in warnings:
             log.warning("%s", w)
@@ -106,17 +103,22 @@ class Station:
         self.scanner = self._scanner()
         self.profile_name = self.profile.name if self.profile else self.meta.profile_name
         self.profile_sha256 = self.profile.sha256 if self.profile else self.meta.profile_sha256
-        self.ok_class = self.profile.ok_class if self.profile else self.meta.classes[0]
+        # None for a classification-only model: every verdict is a defect.
+        self.ok_class = self.profile.ok_class if self.profile else self.meta.ok_class
         self._camera_factory = camera_factory or self._open_configured_camera
         self.feed: CameraFeed | None = None
         self._driver_reconnects = 0
         self._camera_retry_at = 0.0
         self.metrics = StationMetrics()
+        if self.rollout is not None:
+            self.metrics.model(self.rollout.label, self.rollout.channel)
         self.recorder = recorder if recorder is not None else self._footage()
         self.publisher: Publisher | None = None
         self._jsonl: TextIO | None = None
         self._own_reporter = reporter is None
         self.reporter = reporter if reporter is not None else self._reporter()
+        if self.publisher is not None:
+            self.publisher.set_model(self.model_doc())
         self.opcua = OpcuaLink.from_config(config) if config.opcua.enabled else None
         self.shadow = ShadowRunner.from_config(config.shadow, self.meta, self.budget, self.ok_class)
         self._last_status = 0.0
@@ -127,6 +129,82 @@ class Station:
         self.console: Any = None  # the operator console, when config.console.enabled
 
     # -- set-up ----------------------------------------------------------------------
+    def _rollout(self) -> Rollout | None:
+        """The registry roll-out ``model.path`` follows, or None when it names a file.
+
+        :raises StationError: no registry folder, nothing promoted, or a version that
+            cannot be loaded (at start there is no model to keep).
+        """
+        m = self.cfg.model
+        if not is_ref(m.path):
+            return None
+        if not Path(m.registry).is_dir():
+            raise StationError(f"model {m.path}: model.registry {m.registry} is not a folder")
+        return Rollout(m.registry, parse_ref(m.path), self.cfg.station_id, self._load_version)
+
+    def _load_version(self, path: Path) -> Any:
+        """Load a registry version; once a model runs, check it can take over from it.
+
+        :raises ModelError: unreadable, its ONNX contract broken (the backend checks the
+            graph against its metadata), or it does not fit the running model or profile.
+        """
+        try:
+            policy = load_station_policy(dataclasses.replace(self.cfg.model, path=str(path)))
+        except InspectorError:
+            raise
+        except Exception as exc:  # whatever a broken file makes the backend raise
+            raise ModelError(f"{path}: {exc}") from None
+        if self.policy is None:
+            return policy  # the first: checked against the profile like any model file
+        try:
+            check_successor(self.meta, policy.meta, path)
+            check_profile(policy, self.cfg.profile)
+        except InspectorError:
+            policy.close()
+            raise
+        return policy
+
+    def _follow_rollout(self) -> None:
+        """Before a part: follow a promotion or rollback (one ``stat`` when there was none).
+
+        A version that cannot take over is logged and counted (``inspector_errors_total
+        {kind="model"}``) by :class:`Rollout`; the running model goes on.
+        """
+        ro = self.rollout
+        if ro is None:
+            return
+        was = f"{ro.label} ({ro.channel})"
+        try:
+            policy, changed = ro.current()
+            if changed and policy is not self.policy:
+                sha, old = sha256_file(ro.path), self.policy
+                self.policy, self.meta, self.model_sha256 = policy, policy.meta, sha
+                if self.profile is None:  # results name the profile the model was trained with
+                    self.profile_name = self.meta.profile_name
+                    self.profile_sha256 = self.meta.profile_sha256
+                old.close()
+        except Exception as exc:  # a roll-out must never stop the station
+            ro.failures += 1
+            changed = False
+            log.error("model %s: following the roll-out failed: %s", ro.ref, exc)
+        self._count_errors("model", ro.failures)
+        if not changed:
+            return
+        self.metrics.model(ro.label, ro.channel)
+        self._say_station(f"model {ro.ref}: {was} -> {ro.label} ({ro.channel})")
+        if self.publisher is not None:
+            self.publisher.set_model(self.model_doc())
+            if self.publisher.connected:
+                self.publisher.update_status(self.metrics.counts())
+
+    def model_doc(self) -> dict[str, Any]:
+        """The running model as results and the MQTT status name it: ``sha256``, and
+        ``version`` and ``channel`` when it comes from a registry."""
+        doc: dict[str, Any] = {"sha256": self.model_sha256}
+        if self.rollout is not None:
+            doc.update(version=self.rollout.label, channel=self.rollout.channel)
+        return doc
+
     def _scanner(self) -> Any:
         from inspector.scan import Scanner
 
@@ -134,53 +212,6 @@ class Station:
             return Scanner.from_metadata(self.meta, self.budget)
         except ModelError as exc:
             raise ModelError(f"{self.cfg.model.path}: {exc}") from None
-
-    def _open_configured_camera(self) -> Any:
-        from inspector.camera import open_camera
-
-        return open_camera(self.cfg.camera.driver, self.cfg.camera.params or {})
-
-    def _footage(self) -> FootageRecorder | None:
-        f = self.cfg.footage
-        if not f.path:
-            return None
-        from inspector.footage.writer import FootageWriter
-
-        return FootageWriter(
-            f.path,
-            keep_ok_every=f.keep.ok_one_in,
-            low_confidence=f.keep.low_confidence_below,
-            max_bytes=int(f.max_size_mb * 1024 * 1024),
-            keep_errors=f.keep.errors,
-            background=True,
-            queue_frames=f.queue_frames,
-        )
-
-    def _reporter(self) -> Reporter:
-        from inspector.station.outbox import Outbox
-
-        o = self.cfg.outbox
-        outbox = Outbox(o.path, limit=o.limit, synchronous=o.synchronous)
-        try:
-            if self.cfg.mqtt.enabled:
-                self.publisher = Publisher(self.cfg.mqtt_config(), outbox)
-        except BaseException:
-            outbox.close()
-            raise
-        # Background commit: the outbox's fsync overlaps the next part; the results log
-        # gets a line once a result is durable (on the committer thread).
-        return Reporter(outbox, self.publisher, background=True, on_committed=self._committed)
-
-    def _committed(self, result: Result) -> None:
-        """A result is durable: log it, then show it to the PLC (committer thread)."""
-        self._log_result(result)
-        if self.opcua is not None and not self.opcua.show(result.to_dict(), self.metrics):
-            self.request_stop()  # the PLC cannot be shown results: take no more parts
-
-    def _log_result(self, result: Result) -> None:
-        if self._jsonl is not None:
-            self._jsonl.write(json.dumps(result.to_dict(), separators=(",", ":")) + "\n")
-            self._jsonl.flush()
 
     def _say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -193,60 +224,6 @@ class Station:
         from inspector.station.banner import banner_lines
 
         return banner_lines(self)
-
-    def start(self) -> None:
-        """Open the camera, start the publisher and the metrics endpoint, print the banner.
-
-        :raises CameraError: the camera cannot be opened at start.
-        """
-        self._open_camera()
-        if self.publisher is not None:
-            self.publisher.start()
-            self._publishing = True
-        if self.opcua is not None:
-            self.opcua.start()
-        if self.cfg.metrics_port:
-            url = self.metrics.serve(self.cfg.metrics_port, self.cfg.metrics_host)
-            log.info("metrics on %s", url)
-        if self.cfg.results_jsonl:
-            p = Path(self.cfg.results_jsonl)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            self._jsonl = open(p, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        if self.cfg.console.enabled:
-            from inspector.station.console import start_console
-
-            self.console = start_console(self)
-        for line in self.banner():
-            self._say(line)
-        if self.cfg.metrics_port:
-            self._say(f"  metrics  http://{self.cfg.metrics_host}:{self.cfg.metrics_port}/metrics")
-        if self.console is not None:
-            self._say(f"  console  {self.console.url}")
-        self._last_status = time.monotonic()
-
-    def _open_camera(self) -> None:
-        driver = self._camera_factory()
-        self.feed = CameraFeed(driver)
-        self._driver_reconnects = 0
-
-    def _reopen_camera(self) -> bool:
-        """Try to reopen the camera (rate-limited); True when it is open again."""
-        if self.feed is not None:
-            self.feed.close()
-            self.feed = None
-        now = time.monotonic()
-        if now < self._camera_retry_at:
-            return False
-        self._camera_retry_at = now + self.cfg.camera.reopen_delay_s
-        try:
-            self._open_camera()
-        except InspectorError as exc:
-            self.metrics.error("camera")
-            log.error("camera %s cannot be reopened: %s; retrying", self.cfg.camera.driver, exc)
-            return False
-        self.metrics.camera_reconnect()
-        log.warning("camera %s reopened", self.cfg.camera.driver)
-        return True
 
     # -- the loop --------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -300,36 +277,6 @@ class Station:
             raise StationError(f"stopped: {failure}; {what}")
         return 0
 
-    def _commit_failure(self) -> str | None:
-        """Why the station must stop (commits failing for too long), or None."""
-        since = getattr(self.reporter, "failing_since", None)
-        if since is None:
-            return None
-        waited = time.monotonic() - since
-        if waited < self.cfg.outbox.commit_timeout_s:
-            return None
-        err = getattr(self.reporter, "last_commit_error", None) or "unknown error"
-        return f"outbox commits failed for {waited:.0f} s ({err})"
-
-    def _accepting(self) -> bool:
-        if self.opcua is not None and not self.opcua.check_room(self._say_station):
-            return False
-        ok = bool(getattr(self.reporter, "accepting", True))
-        now = time.monotonic()
-        if not ok and self._full_since is None:
-            self._full_since = now
-            err = getattr(self.reporter, "last_commit_error", None)
-            if err:
-                self._say_station(f"OUTBOX COMMITS FAIL ({err}): not taking parts")
-            else:
-                self._say_station("OUTBOX FULL: not taking parts until the broker takes results")
-            self._status_line()
-        elif ok and self._full_since is not None:
-            waited = now - self._full_since
-            self._say_station(f"outbox below its limit after {waited:.1f} s: taking parts")
-            self._full_since = None
-        return ok
-
     def step(self, trigger: Trigger | None = None) -> Result | None:
         """Inspect one part (free-run: the next frame; trigger: a frame taken now) and report it.
 
@@ -372,13 +319,6 @@ class Station:
             self.console.offer(result, image)  # a deque append: never waits
         return result
 
-    def _count_driver_reconnects(self) -> None:
-        stats = getattr(self.feed.driver, "stats", None) if self.feed else None
-        n = int(getattr(stats, "reconnects", 0) or 0)
-        if n > self._driver_reconnects:
-            self.metrics.camera_reconnect(n - self._driver_reconnects)
-            self._driver_reconnects = n
-
     def _ids(self, trigger: Trigger | None) -> dict[str, Any]:
         return {
             "station": self.cfg.station_id,
@@ -387,6 +327,8 @@ class Station:
             "profile_sha256": self.profile_sha256,
             "correlation_id": trigger.correlation_id if trigger else None,
             "trigger_part_id": trigger.part_id if trigger else None,
+            "model_version": self.rollout.label if self.rollout else None,
+            "model_channel": self.rollout.channel if self.rollout else None,
         }
 
     def _failed(self, error: str, trigger: Trigger | None, kind: str, frame: Any = None) -> Result:
@@ -404,6 +346,7 @@ class Station:
         except ValueError as exc:
             return self._failed(f"corrupt frame: {exc}", trigger, "corrupt_frame", frame), None
         part = trigger.part_id if trigger and trigger.part_id else str(frame.part_id)
+        self._follow_rollout()
         try:
             d = run_episode(self.policy, self.scanner, image, self.budget)
             # The shadow starts once the live verdict is in, so it never competes with
@@ -413,7 +356,8 @@ class Station:
                 part_id=part, classes=self.meta.classes, probabilities=d.probabilities,
                 label=d.verdict, glimpse_path=d.path, steps=d.steps,
                 captured_at=float(frame.timestamp), latency_ms=1e3 * d.latency_s,
-                ok_class=self.ok_class, **self._ids(trigger),
+                ok_class=self.ok_class, classification_only=self.ok_class is None,
+                **self._ids(trigger),
             )  # fmt: skip
             if self.shadow is not None:
                 result.shadow = self.shadow.collect(ticket)
@@ -444,109 +388,6 @@ class Station:
                 time.sleep(0.5)
         if not self._own_reporter:
             self._committed(result)  # a reporter given from outside has no callback
-
-    # -- status ----------------------------------------------------------------------
-    def _count_errors(self, kind: str, total: Any) -> None:
-        """Count as ``kind`` errors what a background thread's counter gained since last time.
-
-        The footage writer, the committer and the publisher log their own errors and only
-        keep a running total; this turns the new ones into metrics.
-        """
-        n = int(total or 0)
-        seen = self._thread_errors.get(kind, 0)
-        for _ in range(n - seen):
-            self.metrics.error(kind)
-        self._thread_errors[kind] = max(seen, n)
-
-    def _tick(self) -> None:
-        self.metrics.beat()
-        self._count_errors("footage", getattr(self.recorder, "errors", 0))
-        self._count_errors("outbox", getattr(self.reporter, "commit_errors", 0))
-        st = self.reporter.status() if hasattr(self.reporter, "status") else None
-        if st is not None:
-            self.metrics.link(
-                st.outbox_depth, st.outbox_full, st.connected, getattr(st, "dead_letters", 0)
-            )
-            self._count_errors("broker", st.errors)  # refused, lost, TLS
-        if time.monotonic() - self._last_status >= self.cfg.status_interval:
-            self._status_line(st)
-
-    def status_text(self, st: Any = None, word: str = "") -> str:
-        """The live status line (``word`` goes after the station id, e.g. ``stopped:``)."""
-        if st is None and hasattr(self.reporter, "status"):
-            st = self.reporter.status()
-        c = self.metrics.counts()
-        head = f"[{self.cfg.station_id}] {word + ' ' if word else ''}"
-        text = (
-            f"{head}parts {c['parts']} ok {c['ok']} defect {c['defect']} "
-            f"errors {c['errors']} | {self.metrics.rate():.1f} parts/s"
-        )
-        if st is not None:
-            if self.publisher is None:
-                broker = "off"
-            elif st.connected:
-                broker = "connected"
-            else:
-                broker = f"DOWN ({st.last_error})" if st.last_error else "connecting"
-            full = " FULL" if st.outbox_full else ""
-            dead = getattr(st, "dead_letters", 0)
-            full += f" ({dead} dead-lettered)" if dead else ""
-            text += f" | outbox {st.outbox_depth}{full} | broker {broker}"
-        return text
-
-    def _status_line(self, st: Any = None) -> None:
-        self._last_status = time.monotonic()
-        self._say(self.status_text(st))
-        if self.publisher is not None and self.publisher.connected:
-            self.publisher.update_status(self.metrics.counts())
-
-    # -- shutdown --------------------------------------------------------------------
-    def close(self) -> bool:
-        """Flush (bounded), publish status offline, close everything. Idempotent.
-
-        :returns: True when every result was acknowledged (or MQTT is off and nothing failed).
-        """
-        if self._closed:
-            return True
-        self._closed = True
-        if self.console is not None:
-            self.console.close()  # first: it reads the station, never after it is closed
-        if self.feed is not None:
-            self.feed.close()
-        if self.recorder is not None and hasattr(self.recorder, "close"):
-            try:
-                self.recorder.close()  # writes the frames still queued
-            except Exception as exc:
-                log.error("footage not closed cleanly: %s", exc)
-        ok, st = True, None
-        if hasattr(self.reporter, "drain"):
-            # Every decided part committed before the final flush and status.
-            ok = self.reporter.drain(self.cfg.outbox.flush_timeout_s)
-        if self.publisher is not None and self.publisher.connected:
-            self.publisher.update_status(self.metrics.counts())
-        if self.publisher is not None and self._publishing:
-            ok = self.publisher.flush(self.cfg.outbox.flush_timeout_s) and ok
-        if hasattr(self.reporter, "status"):
-            st = self.reporter.status()  # before the outbox closes: the final depth
-        if hasattr(self.reporter, "close"):
-            # Already flushed above; this publishes "offline" and closes the outbox.
-            ok = self.reporter.close(flush_timeout=0.0) and ok
-        for link in (self.opcua, self.shadow):  # after the drain: every result was shown
-            if link is not None:
-                link.close()
-        if self._jsonl is not None:
-            self._jsonl.close()
-        self.metrics.close()
-        self.policy.close()
-        last = self.status_text(st, word="stopped:")
-        lost = list(getattr(self.reporter, "lost", []))
-        if lost:
-            # Never claim they were kept: they were not committed anywhere.
-            last += f" ({len(lost)} results could not be committed and are LOST)"
-        elif not ok:
-            last += " (unacknowledged results kept in the outbox for the next start)"
-        self._say(last)
-        return ok
 
 
 def run_station(config: StationConfig, max_parts: int | None = None) -> int:

@@ -9,7 +9,9 @@ Prometheus names: ``inspector_parts_total``, ``inspector_verdicts_total{verdict,
 ``inspector_errors_total{kind}``, ``inspector_decision_latency_seconds`` and
 ``inspector_part_latency_seconds`` (histograms), ``inspector_outbox_depth``,
 ``inspector_outbox_full``, ``inspector_broker_connected``,
-``inspector_camera_reconnects_total``.
+``inspector_camera_reconnects_total``, and for a model from the registry
+``inspector_model_info{version,channel}`` (1 for the version running) and
+``inspector_model_switches_total``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ log = logging.getLogger(__name__)
 
 #: Error kinds counted in ``inspector_errors_total{kind}``.
 ERROR_KINDS = ("camera", "camera_timeout", "corrupt_frame", "inspection", "footage", "outbox",
-               "broker")  # fmt: skip
+               "broker", "model")  # fmt: skip
 _LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
 
@@ -44,6 +46,9 @@ class StationMetrics:
         self.errors: Counter[str] = Counter()
         self.error_results = 0
         self.camera_reconnects = 0
+        #: (version, channel) of the registry model running, and how often it changed.
+        self.model_running: tuple[str, str] | None = None
+        self.model_switches = 0
         self.started = time.monotonic()
         self._window: tuple[float, int] = (self.started, 0)
         self.registry: Any = None
@@ -81,6 +86,12 @@ class StationMetrics:
                           registry=reg),
             "reconnects": Counter("inspector_camera_reconnects", "Camera reopens and reconnects",
                                   registry=reg),
+            "model": Gauge("inspector_model_info",
+                           "1 for the registry version running and its channel",
+                           ["version", "channel"], registry=reg),
+            "switches": Counter("inspector_model_switches",
+                                "Registry model changes followed (promotions, rollbacks)",
+                                registry=reg),
             "heartbeat": Gauge("inspector_heartbeat_timestamp_seconds",
                                "Unix time of the station loop's last turn (inspector health)",
                                registry=reg),
@@ -124,6 +135,19 @@ class StationMetrics:
             self.camera_reconnects += n
         if self._p:
             self._p["reconnects"].inc(n)
+
+    def model(self, version: str, channel: str) -> None:
+        """The registry model running is ``version`` from ``channel`` (a change is a switch)."""
+        with self._lock:
+            before, self.model_running = self.model_running, (version, channel)
+            switched = before is not None and before != self.model_running
+            self.model_switches += int(switched)
+        if self._p:
+            if before is not None:
+                self._p["model"].remove(*before)
+            self._p["model"].labels(version=version, channel=channel).set(1)
+            if switched:
+                self._p["switches"].inc()
 
     def beat(self) -> None:
         """The station loop turned (the liveness heartbeat, see inspector.station.health)."""

@@ -35,8 +35,14 @@ SCHEMA = "inspector.result/1"
 #: A result with a ``shadow`` field (a shadow model ran); otherwise the same as /1, so
 #: a station without a shadow writes exactly the /1 documents it always did.
 SCHEMA_SHADOW = "inspector.result/1.1"
+#: A result whose model came from the registry: ``model`` also carries ``version`` and
+#: ``channel`` (and ``shadow`` may be present, as in /1.1). Stations that name a model
+#: file write /1 or /1.1 as before, so consumers of those see nothing new.
+SCHEMA_ROLLOUT = "inspector.result/1.2"
 #: Schema ids :meth:`Result.from_dict` reads.
-SCHEMAS = (SCHEMA, SCHEMA_SHADOW)
+SCHEMAS = (SCHEMA, SCHEMA_SHADOW, SCHEMA_ROLLOUT)
+#: Channels ``model_channel`` may name (``pinned``: the config names one version).
+MODEL_CHANNELS = ("stable", "canary", "shadow", "pinned")
 #: Verdicts: the declared class is the ok class, or any defect class.
 VERDICTS = ("ok", "defect")
 
@@ -117,6 +123,10 @@ class Result:
     :param shadow: what the shadow model decided on the same frame (label, verdict,
         confidence, probabilities, glimpse path, steps, latency, model sha256), or why it
         was skipped; None when no shadow runs.
+    :param model_version: the registry version that decided (``v0003``); None when the
+        station names a model file.
+    :param model_channel: the channel that version came through: ``stable``, ``canary``,
+        ``shadow`` or ``pinned``; None with ``model_version``.
     """
 
     station: str
@@ -140,6 +150,8 @@ class Result:
     id: str = field(default_factory=new_id)
     seq: int | None = None
     shadow: dict[str, Any] | None = None
+    model_version: str | None = None
+    model_channel: str | None = None
 
     # -- builders -------------------------------------------------------------------
     @classmethod
@@ -160,9 +172,12 @@ class Result:
         profile_name: str = "",
         profile_sha256: str = "",
         ok_class: str | None = None,
+        classification_only: bool = False,
         footage: str | None = None,
         correlation_id: str | None = None,
         trigger_part_id: str | None = None,
+        model_version: str | None = None,
+        model_channel: str | None = None,
     ) -> Result:
         """A result for a part the agent judged.
 
@@ -171,6 +186,8 @@ class Result:
         :param label: the declared class (must be one of ``classes``).
         :param glimpse_path: points with ``x``, ``y``, ``zoom`` (e.g. ``scan.PathPoint``).
         :param ok_class: the class that means ok (default ``classes[0]``).
+        :param classification_only: no class means ok (every part has a defect): the
+            verdict is ``defect`` whatever the class.
         :param decided_at: default now.
         :raises ValueError: ``label`` is not a class, lengths differ, or a probability is
             not finite (a broken model output; the station reports it with :meth:`failed`).
@@ -183,7 +200,7 @@ class Result:
             raise ValueError(f"label {label!r} is not one of the classes {classes}")
         if not all(math.isfinite(p) for p in probs):
             raise ValueError(f"non-finite class probabilities {probs}")
-        ok = classes[0] if ok_class is None else ok_class
+        ok = None if classification_only else (classes[0] if ok_class is None else ok_class)
         pmap = dict(zip(classes, probs))
         return cls(
             station=station,
@@ -203,6 +220,8 @@ class Result:
             footage=footage,
             correlation_id=correlation_id,
             trigger_part_id=trigger_part_id,
+            model_version=model_version,
+            model_channel=model_channel,
         )
 
     @classmethod
@@ -221,6 +240,8 @@ class Result:
         footage: str | None = None,
         correlation_id: str | None = None,
         trigger_part_id: str | None = None,
+        model_version: str | None = None,
+        model_channel: str | None = None,
     ) -> Result:
         """An error result: the part was seen (or expected) but could not be judged.
 
@@ -244,13 +265,21 @@ class Result:
             error=str(error) or "unknown error",
             correlation_id=correlation_id,
             trigger_part_id=trigger_part_id,
+            model_version=model_version,
+            model_channel=model_channel,
         )
 
     # -- JSON -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document (``inspector.result/1``, or ``/1.1`` with a shadow) as a dict."""
+        """The JSON document as a dict: ``inspector.result/1``, ``/1.1`` with a shadow,
+        ``/1.2`` with a registry model."""
+        model: dict[str, Any] = {"sha256": self.model_sha256}
+        schema = SCHEMA if self.shadow is None else SCHEMA_SHADOW
+        if self.model_version is not None:
+            model.update(version=self.model_version, channel=self.model_channel)
+            schema = SCHEMA_ROLLOUT
         doc = {
-            "schema": SCHEMA if self.shadow is None else SCHEMA_SHADOW,
+            "schema": schema,
             "id": self.id,
             "seq": self.seq,
             "station": self.station,
@@ -266,7 +295,7 @@ class Result:
             "glimpse_path": [p.to_dict() for p in self.glimpse_path],
             "steps": int(self.steps),
             "latency_ms": round(float(self.latency_ms), 3),
-            "model": {"sha256": self.model_sha256},
+            "model": model,
             "profile": {"name": self.profile_name, "sha256": self.profile_sha256},
             "footage": self.footage,
             "error": self.error,
@@ -310,6 +339,8 @@ class Result:
                 id=doc["id"],
                 seq=doc.get("seq"),
                 shadow=dict(doc["shadow"]) if isinstance(doc.get("shadow"), dict) else None,
+                model_version=doc["model"].get("version"),
+                model_channel=doc["model"].get("channel"),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{SCHEMA} document is missing or has a bad field: {exc}") from None

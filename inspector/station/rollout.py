@@ -2,7 +2,8 @@
 
 ``registry:line1@stable`` follows line 1's roll-out: the stable version, or the
 canary when the station's bucket (a stable hash of its id) falls inside the
-canary's share. ``registry:line1@shadow`` runs the shadow version.
+canary's share. ``registry:line1@canary`` runs every canary (whatever its share;
+stable while there is none). ``registry:line1@shadow`` runs the shadow version.
 ``registry:line1@v0003`` pins a version. Before every part the station asks
 :meth:`Rollout.current`, which costs one ``stat`` of the line's channel file
 unless it changed; when the assignment changes the new version's model is loaded
@@ -21,12 +22,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inspector.errors import FootageError, InspectorError, StationError
+from inspector.errors import FootageError, InspectorError, ModelError, StationError
 
 log = logging.getLogger(__name__)
 
 PREFIX = "registry:"
 _REF = re.compile(r"registry:([^@]+)@(.+)")
+#: What a new version shares with the running one to take over between two parts (the
+#: scanner, the step budget and every consumer's classes stay as they are).
+CONTRACT = ("classes", "actions", "scan", "state_size", "step_budget")
+
+
+def check_successor(running: Any, new: Any, path: str | Path) -> None:
+    """Check that a version can take over from the running model without a restart.
+
+    :param running: the running model's :class:`~inspector.policy.base.ModelMeta`.
+    :param new: the new version's metadata.
+    :param path: the new version's model file (for the message).
+    :raises ModelError: one of :data:`CONTRACT` differs.
+    """
+    for name in CONTRACT:
+        a, b = getattr(running, name, None), getattr(new, name, None)
+        if a != b:
+            raise ModelError(
+                f"{path}: {name} {b!r} differs from the running model's {a!r} (a version "
+                "that changes it takes over when the station restarts)"
+            )
 
 
 @dataclass(frozen=True)
@@ -34,7 +55,7 @@ class RegistryRef:
     """A parsed ``registry:LINE@CHANNEL`` or ``registry:LINE@VERSION``.
 
     :param line: the line.
-    :param follow: ``stable`` or ``shadow`` (None for a pinned version).
+    :param follow: ``stable``, ``canary`` or ``shadow`` (None for a pinned version).
     :param version: the pinned version (None when following a channel).
     """
 
@@ -53,7 +74,7 @@ def is_ref(path: str) -> bool:
 
 
 def parse_ref(text: str) -> RegistryRef:
-    """Parse ``registry:LINE@stable|shadow|VERSION``.
+    """Parse ``registry:LINE@stable|canary|shadow|VERSION``.
 
     :raises ValueError: malformed (one line, naming the accepted forms).
     """
@@ -61,21 +82,23 @@ def parse_ref(text: str) -> RegistryRef:
     from inspector.footage.registry import parse_version
 
     m = _REF.fullmatch(str(text).strip())
-    forms = "registry:LINE@stable, registry:LINE@shadow or registry:LINE@v0003"
+    forms = "registry:LINE@stable, @canary, @shadow or a version such as registry:LINE@v0003"
     if m is None:
         raise ValueError(f"model.path {text!r}: expected {forms}")
     line, what = m.group(1), m.group(2)
     try:
         check_line(line)
-        if what in ("stable", "shadow"):
+        if what in ("stable", "canary", "shadow"):
             return RegistryRef(line, what, None)
-        if what == "canary":
-            raise FootageError(
-                "a station follows @stable; the canary share decides which stations run it"
-            )
-        return RegistryRef(line, None, parse_version(what))
     except FootageError as exc:
         raise ValueError(f"model.path {text!r}: {exc}") from None
+    try:
+        return RegistryRef(line, None, parse_version(what))
+    except FootageError:
+        raise ValueError(
+            f"model.path {text!r}: after @ give stable, canary, shadow or a version such as "
+            f"v0003, not {what!r}"
+        ) from None
 
 
 class Rollout:

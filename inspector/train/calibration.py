@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inspector.errors import InspectorError
 from inspector.policy.base import Policy
 from inspector.policy.operating_point import OperatingPoint, choose_bias, rates_at
 
@@ -44,10 +45,20 @@ def choose_operating_point(
     objective: str = "balanced",
     target: float | None = None,
 ) -> Calibration:
-    """Run ``policy`` once on ``episodes`` labelled parts and choose its ok bias."""
+    """Run ``policy`` once on ``episodes`` labelled parts and choose its ok bias.
+
+    :raises InspectorError: the model has no ok class (classification only).
+    """
     from inspector.train.evaluate import part_probabilities
 
     meta = policy.meta
+    if meta.classification_only:
+        raise InspectorError(
+            f"calibrate: the model has no ok class (its profile says 'ok_class: none'), so "
+            f"there is no ok-vs-defect operating point to choose; it declares the likeliest "
+            f"of {', '.join(meta.classes)}. Judge it by accuracy and per-class recall "
+            "('inspector eval' on the held-out frames)"
+        )
     probs, y = part_probabilities(policy, camera, params, episodes)
     bias, at_bias = choose_bias(probs, y, meta.outcome_matrix, objective, target)
     at_zero = rates_at(probs, y, meta.outcome_matrix, 0.0)

@@ -42,42 +42,38 @@ def eval_indices(driver: Any, episodes: int) -> list[int] | None:
 
 
 def metrics(
-    classes: Sequence[str], ok_class: str, labels: Sequence[str], decisions: Sequence[Decision]
+    classes: Sequence[str],
+    ok_class: str | None,
+    labels: Sequence[str],
+    decisions: Sequence[Decision],
 ) -> dict[str, Any]:
-    """The metrics of ``eval``: accuracy, balanced accuracy, defect recall, false alarms..."""
+    """The metrics of ``eval``: accuracy, balanced accuracy, defect recall, false alarms...
+
+    With no ok class (classification only: every part has a defect) there is no
+    defect recall, false-alarm rate or defect AUROC (they are None); accuracy, balanced
+    accuracy and the per-class recall are the figures.
+    """
     idx = {c: i for i, c in enumerate(classes)}
     n = len(classes)
     conf = np.zeros((n, n), dtype=int)  # rows: truth, columns: verdict
     for y, d in zip(labels, decisions):
         conf[idx[y], idx[d.verdict]] += 1
     total = int(conf.sum())
-    ok = idx[ok_class]
     recall = {}
     for c, i in idx.items():
         row = conf[i].sum()
         recall[c] = float(conf[i, i] / row) if row else None
     present = [r for r in recall.values() if r is not None]
-    defect_rows = [i for c, i in idx.items() if c != ok_class]
-    defects = int(conf[defect_rows].sum())
-    caught = int(conf[defect_rows][:, [j for j in range(n) if j != ok]].sum())
-    oks = int(conf[ok].sum())
-    false_alarms = int(oks - conf[ok, ok])
+    two_class = _two_class(conf, idx, ok_class, labels, decisions)
     glimpses = sum(len(d.path) for d in decisions)
     native = sum(d.native_glimpses for d in decisions)
-    auroc = None
-    if decisions and all(len(d.probabilities) == n for d in decisions):
-        from inspector.policy.operating_point import defect_auroc
-
-        probs = np.stack([d.probabilities for d in decisions])
-        auroc = defect_auroc(probs, [y != ok_class for y in labels], ok)
     return {
         "classes": list(classes),
         "episodes": total,
         "accuracy": float(np.trace(conf) / total) if total else 0.0,
         "balanced_accuracy": float(np.mean(present)) if present else 0.0,
-        "defect_recall": float(caught / defects) if defects else None,
-        "false_alarm_rate": float(false_alarms / oks) if oks else None,
-        "defect_auroc": auroc,
+        **two_class,
+        "ok_class": ok_class,
         "confusion": conf.tolist(),
         "per_class_recall": recall,
         "mean_steps": float(np.mean([d.steps for d in decisions])) if decisions else 0.0,
@@ -87,6 +83,36 @@ def metrics(
         if decisions
         else 0.0,
         "stopped_share": float(np.mean([d.stopped for d in decisions])) if decisions else 0.0,
+    }
+
+
+def _two_class(
+    conf: np.ndarray,
+    idx: Mapping[str, int],
+    ok_class: str | None,
+    labels: Sequence[str],
+    decisions: Sequence[Decision],
+) -> dict[str, float | None]:
+    """Defect recall, false-alarm rate and defect AUROC (None without an ok class)."""
+    if ok_class is None:
+        return {"defect_recall": None, "false_alarm_rate": None, "defect_auroc": None}
+    n = len(idx)
+    ok = idx[ok_class]
+    defect_rows = [i for c, i in idx.items() if c != ok_class]
+    defects = int(conf[defect_rows].sum())
+    caught = int(conf[defect_rows][:, [j for j in range(n) if j != ok]].sum())
+    oks = int(conf[ok].sum())
+    false_alarms = int(oks - conf[ok, ok])
+    auroc = None
+    if decisions and all(len(d.probabilities) == n for d in decisions):
+        from inspector.policy.operating_point import defect_auroc
+
+        probs = np.stack([d.probabilities for d in decisions])
+        auroc = defect_auroc(probs, [y != ok_class for y in labels], ok)
+    return {
+        "defect_recall": float(caught / defects) if defects else None,
+        "false_alarm_rate": float(false_alarms / oks) if oks else None,
+        "defect_auroc": auroc,
     }
 
 
@@ -105,14 +131,16 @@ def evaluate(
     :param policy: a backend behind :class:`Policy` (torch, ONNX Runtime, TensorRT).
     :param camera: driver name; ``camera_params`` its parameters.
     :param episodes: number of parts (finite sources: at most all their frames).
-    :param ok_class: the ok class (default: the model's first class).
+    :param ok_class: the ok class (default: the model's, :attr:`ModelMeta.ok_class`:
+        its first class, or none for a classification-only model).
     :param budget: step budget (default: the model's).
     :param keep: how many (frame, decision) pairs to return for figures.
     :returns: (metrics, kept examples).
     """
     labels, decisions, kept = run_parts(policy, camera, camera_params, episodes, budget, keep)
     meta = policy.meta
-    return metrics(meta.classes, ok_class or meta.classes[0], labels, decisions), kept
+    ok = ok_class if ok_class is not None else meta.ok_class
+    return metrics(meta.classes, ok, labels, decisions), kept
 
 
 def run_parts(

@@ -71,7 +71,6 @@ def glimpse_samples(
     :returns: ``glimpse`` uint8 [n, G, G], ``label`` int64 [n], ``level`` int64 [n].
     """
     from inspector.scan import Scanner
-    from inspector.teacher import defect_visible
 
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
@@ -80,7 +79,7 @@ def glimpse_samples(
     env = make_env()
     try:
         g = int(env.profile.scan.glimpse)
-        ok = int(env.class_index[env.profile.ok_class])
+        ok = _ok_index(env)
         sc = Scanner(env.profile.scan, env.profile.step_budget)
         native = sc.levels - 1
         choices = [native] if levels == "native" else list(range(sc.levels))
@@ -90,6 +89,8 @@ def glimpse_samples(
         ls: list[int] = []
         parts = 0
         while len(xs) < n:
+            if not xs and parts >= 1000:  # e.g. no ok class and no masks or boxes
+                raise ValueError("perception pretraining found no crops in 1000 parts")
             _, info = env.reset(seed=seed * 1_000_003 + parts)
             parts += 1
             frame = env.frame
@@ -104,28 +105,10 @@ def glimpse_samples(
             sc.reset(img)
             # One level per part; no draw with one choice (native crops stay as they were).
             lvl = choices[0] if len(choices) == 1 else choices[int(rng.integers(len(choices)))]
-            cw, ch = sc.crop_size(lvl)
-
-            if label != ok:
-                if mask is None or not mask.any():
-                    continue  # a defect without a mask: nothing says where to crop
-                ys_px, xs_px = np.nonzero(mask)
-                k = int(rng.integers(len(ys_px)))
-                x0 = int(np.clip(xs_px[k] - rng.integers(0, cw), 0, w - cw))
-                y0 = int(np.clip(ys_px[k] - rng.integers(0, ch), 0, h - ch))
-                crop = _look_at(sc, lvl, x0, y0)
-                rx0, ry0, rx1, ry1 = sc.rect
-                if defect_visible(crop, mask[ry0:ry1, rx0:rx1], lvl == native):
-                    xs.append(crop)
-                    ys.append(label)
-                    ls.append(lvl)
-            for _ in range(20 if label != ok else 1):
-                x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
-                if mask is None or not mask[y0 : y0 + ch, x0 : x0 + cw].any():
-                    xs.append(_look_at(sc, lvl, x0, y0))
-                    ys.append(ok)
-                    ls.append(lvl)
-                    break
+            for crop, crop_label in _part_crops(sc, lvl, native, mask, label, ok, rng):
+                xs.append(crop)
+                ys.append(crop_label)
+                ls.append(lvl)
     finally:
         env.close()
     return {
@@ -133,6 +116,53 @@ def glimpse_samples(
         "label": np.asarray(ys[:n], dtype=np.int64),
         "level": np.asarray(ls[:n], dtype=np.int64),
     }
+
+
+def _ok_index(env: Any) -> int:
+    """The ok class's index, or -1 without one (classification only: no defect-free
+    crops are shown, there is no class to call them)."""
+    ok = env.profile.ok_class
+    return int(env.class_index[ok]) if ok is not None else -1
+
+
+def _part_crops(
+    sc: Any,
+    lvl: int,
+    native: int,
+    mask: np.ndarray | None,
+    label: int,
+    ok: int,
+    rng: np.random.Generator,
+) -> list[tuple[np.ndarray, int]]:
+    """The (crop, label) pairs one part gives at zoom ``lvl`` (``sc`` holds its frame).
+
+    A defect part: a crop around a random mask pixel when the defect shows in it, then a
+    crop clear of the mask (20 tries); an ok part: one random crop. A defect part without
+    a mask gives none (nothing says where to crop). Without an ok class (``ok`` -1) no
+    crop clear of the defect is given: there is no class to call it.
+    """
+    from inspector.teacher import defect_visible
+
+    h, w = sc.image.shape[:2]
+    cw, ch = sc.crop_size(lvl)
+    out: list[tuple[np.ndarray, int]] = []
+    if label != ok:
+        if mask is None or not mask.any():
+            return out
+        ys_px, xs_px = np.nonzero(mask)
+        k = int(rng.integers(len(ys_px)))
+        x0 = int(np.clip(xs_px[k] - rng.integers(0, cw), 0, w - cw))
+        y0 = int(np.clip(ys_px[k] - rng.integers(0, ch), 0, h - ch))
+        crop = _look_at(sc, lvl, x0, y0)
+        rx0, ry0, rx1, ry1 = sc.rect
+        if defect_visible(crop, mask[ry0:ry1, rx0:rx1], lvl == native):
+            out.append((crop, label))
+    for _ in range(20 if label != ok else 1) if ok >= 0 else ():
+        x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+        if mask is None or not mask[y0 : y0 + ch, x0 : x0 + cw].any():
+            out.append((_look_at(sc, lvl, x0, y0), ok))
+            break
+    return out
 
 
 def _look_at(sc: Any, level: int, x0: int, y0: int) -> np.ndarray:
@@ -209,8 +239,6 @@ def pretrain_glimpse_cnn(
         accuracy per zoom level (``perception/accuracy_level<l>``) when ``data`` has a
         ``level`` array with more than one level, and the loss.
     """
-    from inspector.train.network import standardise
-
     if not 0.0 <= held_out < 1.0:
         raise ValueError(f"held_out must be in [0, 1), got {held_out}")
     gen = th.Generator().manual_seed(seed)
@@ -227,8 +255,38 @@ def pretrain_glimpse_cnn(
             f" {cnn.out_dim} -> {n_classes}"
         )
     weights = balanced_class_weights(y[train].numpy(), n_classes)
-    params = [*cnn.parameters(), *head.parameters()]
-    opt = th.optim.Adam(params, lr=lr)
+    losses = _fit(
+        cnn, head, x, y, train, weights, gen, epochs=epochs, lr=lr, batch=batch, flip=flip
+    )
+    stats: dict[str, float] = {"perception/loss": float(np.mean(losses)) if losses else 0.0}
+    if n_test:
+        levels = th.as_tensor(data["level"])[test] if "level" in data else None
+        stats.update(_held_out_stats(cnn, head, x[test], y[test], levels, n_classes))
+    log.info("perception pretraining: %s", stats)
+    return stats
+
+
+def _fit(
+    cnn: nn.Module,
+    head: nn.Linear,
+    x: th.Tensor,
+    y: th.Tensor,
+    train: th.Tensor,
+    weights: Any,
+    gen: th.Generator,
+    *,
+    epochs: int,
+    lr: float,
+    batch: int,
+    flip: bool,
+) -> list[float]:
+    """Train ``cnn`` and ``head`` on the ``train`` rows; the last epoch's batch losses.
+
+    Both are left in the training mode they came in.
+    """
+    from inspector.train.network import standardise
+
+    opt = th.optim.Adam([*cnn.parameters(), *head.parameters()], lr=lr)
     was_training = cnn.training, head.training
     cnn.train()
     head.train()
@@ -250,24 +308,32 @@ def pretrain_glimpse_cnn(
             losses.append(loss.item())
     cnn.train(was_training[0])
     head.train(was_training[1])
-    stats: dict[str, float] = {"perception/loss": float(np.mean(losses)) if losses else 0.0}
-    if n_test:
-        with th.no_grad():
-            pred = head(cnn(standardise(x[test]))).argmax(1)
-        stats["perception/accuracy"] = float((pred == y[test]).float().mean())
-        for c in range(n_classes):
-            sel = y[test] == c
-            if bool(sel.any()):
-                stats[f"perception/recall_{c}"] = float((pred[sel] == c).float().mean())
-        lv = th.as_tensor(data["level"])[test] if "level" in data else None
-        seen = th.unique(lv).tolist() if lv is not None else []
-        if len(seen) > 1:
-            for lvl in seen:
-                sel = lv == lvl
-                stats[f"perception/accuracy_level{lvl}"] = float(
-                    (pred[sel] == y[test][sel]).float().mean()
-                )
-    log.info("perception pretraining: %s", stats)
+    return losses
+
+
+def _held_out_stats(
+    cnn: nn.Module,
+    head: nn.Linear,
+    x: th.Tensor,
+    y: th.Tensor,
+    levels: th.Tensor | None,
+    n_classes: int,
+) -> dict[str, float]:
+    """Accuracy, recall per class and (with more than one zoom level) accuracy per level."""
+    from inspector.train.network import standardise
+
+    with th.no_grad():
+        pred = head(cnn(standardise(x))).argmax(1)
+    stats = {"perception/accuracy": float((pred == y).float().mean())}
+    for c in range(n_classes):
+        sel = y == c
+        if bool(sel.any()):
+            stats[f"perception/recall_{c}"] = float((pred[sel] == c).float().mean())
+    seen = th.unique(levels).tolist() if levels is not None else []
+    if len(seen) > 1:
+        for lvl in seen:
+            sel = levels == lvl
+            stats[f"perception/accuracy_level{lvl}"] = float((pred[sel] == y[sel]).float().mean())
     return stats
 
 

@@ -221,7 +221,10 @@ class BestOnVal:
             model.policy.set_training_mode(training)
         m = metrics(self.profile.classes, self.profile.ok_class, labels, decisions)
         figures = {k: m[k] for k in FIGURES} | {"parts": m["episodes"]}
-        if self.cfg.select_metric == "operating_point":
+        if self.cfg.select_metric == "operating_point" and policy.meta.classification_only:
+            # No ok class, no ok bias: the verdict is the likeliest class as it stands.
+            figures |= {"operating_point": figures["balanced_accuracy"], "ok_bias": 0.0}
+        elif self.cfg.select_metric == "operating_point":
             probs, y = decision_probabilities(policy.meta.classes, labels, decisions)
             score, bias = operating_score(probs, y, policy.meta.outcome_matrix, self.cfg)
             figures |= {"operating_point": score, "ok_bias": bias}
@@ -400,7 +403,8 @@ def end_of_training(
             out, camera, val, cfg.select_episodes, cfg.operating_point, cfg.operating_target
         )
     except InspectorError as exc:  # e.g. val frames of one kind only: train still ends
-        log.warning("no operating point chosen: %s", exc)
+        if "has no ok class" not in str(exc):  # classification only: expected, not a warning
+            log.warning("no operating point chosen: %s", exc)
         doc["operating_point"] = {"ok_bias": 0.0, "why": f"not chosen: {exc}", "frames": None}
         return doc
     doc["operating_point"] = {

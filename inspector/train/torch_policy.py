@@ -102,6 +102,7 @@ def meta_for_model(
         step_budget=profile.step_budget,
         exporter_version=__version__,
         ok_bias=float(ok_bias),
+        classification_only=getattr(profile, "ok_class", "") is None,
     )
 
 

@@ -302,14 +302,37 @@ def report_png(opts: DemoOptions, run: Path, results: list[dict]) -> Path:
 
 def run_demo(opts: DemoOptions) -> int:
     """The whole demo; returns the exit status."""
-    from inspector.export.onnx import export_report
     from inspector.station.config import load_station_config
-    from inspector.station.loop import Station
 
     t_start = time.time()
     opts.out.mkdir(parents=True, exist_ok=True)
     run = train_or_reuse(opts)
-    rep = json.loads((run / "report.json").read_text())
+    _say_evaluation(json.loads((run / "report.json").read_text()))
+    onnx_path = _export(opts, run)
+    broker, host, port = _start_broker(opts)
+    for stale in ("outbox.sqlite", "outbox.sqlite-wal", "outbox.sqlite-shm", "results.jsonl"):
+        (opts.out / stale).unlink(missing_ok=True)
+    shutil.rmtree(opts.out / "footage", ignore_errors=True)
+    cfg_path = opts.out / "station.yaml"
+    cfg_path.write_text(station_yaml(opts, onnx_path.resolve(), host, port))
+    cfg = load_station_config(cfg_path)
+    try:
+        results, wall, received = _run_station(opts, cfg, host, port)
+    finally:
+        if broker is not None:
+            broker.stop()
+    rows = summarise(opts, results, wall, received)
+    png = report_png(opts, run, results)
+    _print_table(rows)
+    _say(
+        f"report: {png}; results: {opts.out / 'results.jsonl'}; total {time.time() - t_start:.0f} s"
+    )
+    (opts.out / "summary.json").write_text(json.dumps(dict(rows), indent=2))
+    return 0
+
+
+def _say_evaluation(rep: dict) -> None:
+    """Step 2: the trained model's evaluation report in two lines."""
     rec = rep["per_class_recall"]
     _say(
         f"[2/5] evaluation on {rep['episodes']} fixed parts: accuracy {rep['accuracy']:.3f}, "
@@ -319,6 +342,12 @@ def run_demo(opts: DemoOptions) -> int:
     )
     if rep.get("kept"):
         _say(f"      kept: {rep['kept']['why']}; ok bias {rep.get('ok_bias', 0.0):+.2f}")
+
+
+def _export(opts: DemoOptions, run: Path) -> Path:
+    """Step 3: export the run to ONNX and say how closely ONNX Runtime follows torch."""
+    from inspector.export.onnx import export_report
+
     onnx_path = opts.out / "model.onnx"
     ex = export_report(run, onnx_path, False, "synthetic", dict(CAMERA), n_obs=1000)
     p = ex["parity_fp32"]
@@ -327,28 +356,40 @@ def run_demo(opts: DemoOptions) -> int:
         f"observations: max |diff| {p['max_abs_diff_action_logits']:.1e}, "
         f"actions agree {p['action_agreement']:.1%}"
     )
-    broker = None
+    return onnx_path
+
+
+def _start_broker(opts: DemoOptions) -> tuple[LocalBroker | None, str | None, int | None]:
+    """Step 4: the broker given, or a local mosquitto; (our broker or None, host, port).
+
+    Without either the host is None and results stay in the outbox and the JSON lines.
+    """
     host, port = opts.mqtt_host, opts.mqtt_port
-    if host is None:
-        broker = LocalBroker(opts.out)
-        if broker.start():
-            host, port = "127.0.0.1", broker.port
-            _say(f"[4/5] started mosquitto on 127.0.0.1:{port}")
-        else:
-            _say(
-                f"[4/5] no MQTT broker could be started ({broker.error}); results stay in "
-                f"{opts.out / 'outbox.sqlite'} and {opts.out / 'results.jsonl'}"
-            )
-            broker, host = None, None
-    else:
+    if host is not None:
         port = port or 1883
         _say(f"[4/5] using the MQTT broker at {host}:{port}")
-    for stale in ("outbox.sqlite", "outbox.sqlite-wal", "outbox.sqlite-shm", "results.jsonl"):
-        (opts.out / stale).unlink(missing_ok=True)
-    shutil.rmtree(opts.out / "footage", ignore_errors=True)
-    cfg_path = opts.out / "station.yaml"
-    cfg_path.write_text(station_yaml(opts, onnx_path.resolve(), host, port))
-    cfg = load_station_config(cfg_path)
+        return None, host, port
+    broker = LocalBroker(opts.out)
+    if broker.start():
+        _say(f"[4/5] started mosquitto on 127.0.0.1:{broker.port}")
+        return broker, "127.0.0.1", broker.port
+    _say(
+        f"[4/5] no MQTT broker could be started ({broker.error}); results stay in "
+        f"{opts.out / 'outbox.sqlite'} and {opts.out / 'results.jsonl'}"
+    )
+    return None, None, port
+
+
+def _run_station(
+    opts: DemoOptions, cfg: Any, host: str | None, port: int | None
+) -> tuple[list[dict], float, int | None]:
+    """Step 5: the station over ``opts.parts`` parts, a subscriber counting what arrives.
+
+    :returns: the results written, the station's wall time, the messages received
+        (None without a broker or when the subscriber could not connect).
+    """
+    from inspector.station.loop import Station
+
     sub = None
     try:
         if host is not None:
@@ -372,10 +413,10 @@ def run_demo(opts: DemoOptions) -> int:
     finally:
         if sub is not None:
             sub.close()
-        if broker is not None:
-            broker.stop()
-    rows = summarise(opts, results, wall, received)
-    png = report_png(opts, run, results)
+    return results, wall, received
+
+
+def _print_table(rows: list[tuple[str, str]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -385,8 +426,3 @@ def run_demo(opts: DemoOptions) -> int:
     for k, v in rows:
         table.add_row(k, v)
     Console().print(table)
-    _say(
-        f"report: {png}; results: {opts.out / 'results.jsonl'}; total {time.time() - t_start:.0f} s"
-    )
-    (opts.out / "summary.json").write_text(json.dumps(dict(rows), indent=2))
-    return 0

@@ -40,14 +40,14 @@ def evaluate_all(
     camera: str,
     camera_params: Mapping[str, Any],
     *,
-    truth_ok_class: str,
+    truth_ok_class: str | None,
 ) -> dict[str, Any]:
     """Run ``policy`` once on every frame of a finite camera and compute ``eval``'s metrics.
 
     :param policy: any :class:`inspector.policy.base.Policy`.
     :param camera: driver name (``store``, ``folder``).
     :param camera_params: its parameters.
-    :param truth_ok_class: the label that means ok in the footage.
+    :param truth_ok_class: the label that means ok in the footage (None: none does).
     :returns: ``{"full": metrics or None, "binary": metrics, "frames": n}``; ``full`` is
         None when the footage has labels the model cannot declare.
     """
@@ -69,7 +69,7 @@ def evaluate_all(
     if not labels:
         raise FootageError(f"camera {camera} {dict(camera_params)} gave no labelled frames")
     classes = tuple(policy.meta.classes)
-    model_ok = classes[0]
+    model_ok = policy.meta.ok_class  # None for a classification-only model
     full = None
     if set(labels) <= set(classes):
         full = metrics(classes, model_ok, labels, decisions)

@@ -216,15 +216,14 @@ def retrain(
     """
     from inspector.profile import load_profile
     from inspector.train.config import TrainConfig
-    from inspector.train.runner import train_run
-    from inspector.train.torch_policy import load_any_policy, load_trained
+    from inspector.train.torch_policy import load_trained
 
     gate = gate or Gate()
     cfg = cfg or TrainConfig()
     footage, out = Path(footage), Path(out)
     base_path = Path(base)
-    base_dir = base_path if base_path.is_dir() else base_path.parent
     _, base_profile, base_sha = load_trained(base_path)
+    base_dir = base_path if base_path.is_dir() else base_path.parent
     profile_path = Path(profile) if profile is not None else base_dir / "profile.yaml"
     if not profile_path.is_file():
         raise InspectorError(f"profile not found: {profile_path}")
@@ -234,11 +233,55 @@ def retrain(
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "footage_manifest.csv"
     manifest_sha = write_manifest(manifest_rows, manifest_path)
-    params: dict[str, Any] = {"path": str(footage.resolve()), "split": "train"}
-    if lmap:
-        params["label_map"] = lmap
+    params = _store_params(footage, lmap, "train")
 
     same_classes = tuple(base_profile.classes) == tuple(prof.classes)
+    result, fresh, init_note = _train_candidate(
+        base_path, base_profile, prof, profile_path, params, timesteps, out, cfg, progress
+    )
+    comparison = _compare(
+        base_path, result.model_path, _store_params(footage, lmap, "heldout"), prof, gate
+    )
+    report: dict[str, Any] = {
+        "footage": str(footage.resolve()),
+        "base": str(base_path),
+        "base_model_sha256": base_sha,
+        "candidate": str(result.model_path),
+        "candidate_model_sha256": sha256_file(result.model_path),
+        "profile": str(profile_path),
+        "profile_sha256": prof.sha256,
+        "timesteps": result.timesteps,
+        "train_frames": len(train_recs),
+        "heldout_frames": len(held_recs),
+        "footage_manifest": str(manifest_path),
+        "footage_manifest_sha256": manifest_sha,
+        "classes_changed": not same_classes,
+        "initialisation": init_note,
+        "reinitialised": fresh,
+        **comparison,
+        "promoted": False,
+        "onnx": None,
+        "registry_version": None,
+    }
+    _conclude(report, result.model_path, out, registry, prof)
+    return report
+
+
+def _train_candidate(
+    base_path: Path,
+    base_profile: Any,
+    prof: Any,
+    profile_path: Path,
+    params: dict[str, Any],
+    timesteps: int,
+    out: Path,
+    cfg: Any,
+    progress: bool,
+) -> tuple[Any, list[str], str]:
+    """Fine-tune the candidate into ``out/candidate``: (the train result, the parts
+    re-initialised, the note on where it started)."""
+    from inspector.train.runner import train_run
+
     cand_dir = out / "candidate"
     if cand_dir.exists():
         shutil.rmtree(cand_dir)  # a retrain starts from the base, never from a stale candidate
@@ -258,32 +301,33 @@ def retrain(
         evaluate_after=False,
         init_from=init_from,
     )
-    held_params: dict[str, Any] = {"path": str(footage.resolve()), "split": "heldout"}
+    return result, fresh, init_note
+
+
+def _store_params(footage: Path, lmap: Mapping[str, str], split: str) -> dict[str, Any]:
+    """The footage-store driver's parameters for one split of ``footage``."""
+    params: dict[str, Any] = {"path": str(footage.resolve()), "split": split}
     if lmap:
-        held_params["label_map"] = lmap
+        params["label_map"] = lmap
+    return params
+
+
+def _compare(
+    base_path: Path, cand_path: Path, held_params: dict[str, Any], prof: Any, gate: Gate
+) -> dict[str, Any]:
+    """Base and candidate on the held-out frames, and the gate's verdict (report entries).
+
+    Per class when both models name the profile's classes, else ok vs defect.
+    """
+    from inspector.train.torch_policy import load_any_policy
+
     base_pol = load_any_policy(base_path)
-    cand_pol = load_any_policy(result.model_path)
+    cand_pol = load_any_policy(cand_path)
     base_eval = evaluate_all(base_pol, STORE_DRIVER, held_params, truth_ok_class=prof.ok_class)
     cand_eval = evaluate_all(cand_pol, STORE_DRIVER, held_params, truth_ok_class=prof.ok_class)
     view = "full" if base_eval["full"] is not None and cand_eval["full"] is not None else "binary"
-    base_m, cand_m = base_eval[view], cand_eval[view]
-    passed, reasons = gate.check(base_m, cand_m)
-    report: dict[str, Any] = {
-        "footage": str(footage.resolve()),
-        "base": str(base_path),
-        "base_model_sha256": base_sha,
-        "candidate": str(result.model_path),
-        "candidate_model_sha256": sha256_file(result.model_path),
-        "profile": str(profile_path),
-        "profile_sha256": prof.sha256,
-        "timesteps": result.timesteps,
-        "train_frames": len(train_recs),
-        "heldout_frames": len(held_recs),
-        "footage_manifest": str(manifest_path),
-        "footage_manifest_sha256": manifest_sha,
-        "classes_changed": not same_classes,
-        "initialisation": init_note,
-        "reinitialised": fresh,
+    passed, reasons = gate.check(base_eval[view], cand_eval[view])
+    return {
         "comparison_view": view,
         "base_metrics": base_eval,
         "candidate_metrics": cand_eval,
@@ -293,16 +337,7 @@ def retrain(
             "passed": passed,
             "reasons": reasons,
         },
-        "promoted": False,
-        "onnx": None,
-        "registry_version": None,
     }
-    if passed:
-        _promote(report, result.model_path, out, registry, prof, base_m, cand_m)
-    title = "held-out frames, " + ("per-class" if view == "full" else "ok vs defect") + " view"
-    plot_comparison(base_m, cand_m, title, out / "retrain_report.png")
-    write_atomic(out / "retrain_report.json", json.dumps(report, indent=2, default=_json_default))
-    return report
 
 
 def _labelled_records(
@@ -368,6 +403,20 @@ def _initialisation(
         return str(init_dir), None, fresh, note
     note = f"scan settings differ from the base: trained fresh; KL teacher: {cfg.teacher}"
     return None, None, ["all (scan settings differ from the base)"], note
+
+
+def _conclude(
+    report: dict[str, Any], model_path: Path, out: Path, registry: str | Path | None, prof: Any
+) -> None:
+    """Promote the candidate when it passed the gate, plot the comparison, write the report."""
+    view = report["comparison_view"]
+    base_m = report["base_metrics"][view]
+    cand_m = report["candidate_metrics"][view]
+    if report["gate"]["passed"]:
+        _promote(report, model_path, out, registry, prof, base_m, cand_m)
+    title = "held-out frames, " + ("per-class" if view == "full" else "ok vs defect") + " view"
+    plot_comparison(base_m, cand_m, title, out / "retrain_report.png")
+    write_atomic(out / "retrain_report.json", json.dumps(report, indent=2, default=_json_default))
 
 
 def _promote(

@@ -401,9 +401,13 @@ def profile_spec(registry: Any) -> Record:
             "classes": Key(
                 ListOf(class_name, min_items=2, max_items=64, unique=True),
                 required=True,
-                doc="the ok class first, then the defect classes",
+                doc="the ok class first, then the defect classes (see ok_class)",
             ),
-            "ok_class": Key(class_name, doc="the class meaning 'no defect' (default: first)"),
+            "ok_class": Key(
+                class_name,
+                doc="the class meaning 'no defect', listed first (default: a class named "
+                "'ok'); 'none' when every part has a defect (classification only)",
+            ),
             "step_budget": Key(
                 Number(lo=1, hi=MAX_STEPS, integer=True),
                 required=True,

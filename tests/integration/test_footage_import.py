@@ -128,7 +128,8 @@ def test_voc_set_written_here_with_a_broken_xml_and_a_missing_image(tmp_path, ca
     rc, out = run(capsys, "footage", "import", voc, "--format", "voc", "--store", tmp_path / "s")
     assert rc == 0 and "4 new, 0 already present, 2 skipped" in out, out
     assert "broken.xml" in out and "not valid VOC XML" in out
-    assert "ghost.png: missing file" in out
+    # The skip names the XML file and where the image was looked for.
+    assert "ghost.xml: <filename>: no such image 'ghost.png' (tried " in out
     with FootageStore(tmp_path / "s") as s:
         recs = {Path(r.source_file).name: r for r in s.records()}
         assert recs["im1.png"].label == "scratch" and recs["im0.png"].label == "ok"

@@ -91,6 +91,7 @@ def test_voc_boxes_are_converted_to_zero_based_exclusive(tmp_path):
 
 def test_voc_without_objects_is_ok_and_broken_xml_is_an_error(tmp_path):
     (tmp_path / "a.xml").write_text(VOC.format(name="a.jpg", objects=""))
+    touch(tmp_path / "a.jpg")
     assert read_voc_file(tmp_path / "a.xml").label == "ok"
     (tmp_path / "b.xml").write_text("<annotation><filename>b.jpg</filename>")
     with pytest.raises(FootageError, match="b.xml: not valid VOC XML"):
@@ -115,6 +116,8 @@ def test_coco(tmp_path):
         "categories": [{"id": 7, "name": "line"}, {"id": 8, "name": "point"}],
     }
     (tmp_path / "ann.json").write_text(json.dumps(doc))
+    touch(tmp_path / "a.png")
+    touch(tmp_path / "b.png")
     recs = read_coco(tmp_path / "ann.json")
     assert recs[0].boxes == (Box(2, 3, 13, 5, "line"), Box(0, 0, 2, 2, "point"))
     assert recs[0].label == "line" and recs[1].label == "ok" and recs[1].boxes == ()

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from inspector.station.result import (
     SCHEMA,
+    SCHEMA_ROLLOUT,
     SCHEMA_SHADOW,
     GlimpsePoint,
     Result,
@@ -45,7 +46,7 @@ def decided(**kw) -> Result:
 def test_schema_file_is_valid_and_packaged():
     schema = result_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
-    assert schema["properties"]["schema"]["enum"] == [SCHEMA, SCHEMA_SHADOW]
+    assert schema["properties"]["schema"]["enum"] == [SCHEMA, SCHEMA_SHADOW, SCHEMA_ROLLOUT]
 
 
 def test_a_shadow_moves_the_version_compatibly():
@@ -63,6 +64,27 @@ def test_a_shadow_moves_the_version_compatibly():
     validate_result(skipped)
     with pytest.raises(ValueError):
         validate_result({**plain, "shadow": {"label": "ok"}})  # no model hash
+
+
+def test_a_registry_model_moves_the_version_compatibly():
+    r = decided(model_version="v0003", model_channel="canary").with_seq(2)
+    d = r.to_dict()
+    assert d["schema"] == SCHEMA_ROLLOUT
+    assert d["model"] == {"sha256": "a" * 64, "version": "v0003", "channel": "canary"}
+    validate_result(d)
+    back = Result.from_dict(d)
+    assert (back.model_version, back.model_channel) == ("v0003", "canary")
+    failed = Result.failed(station="line1", part_id="p", error="camera timeout",
+                           model_version="v0001", model_channel="pinned").with_seq(3)  # fmt: skip
+    validate_result(failed.to_dict())
+    with pytest.raises(ValueError, match="model"):
+        validate_result({**d, "model": {"sha256": "", "version": "v3", "channel": "canary"}})
+    with pytest.raises(ValueError, match="model"):
+        validate_result({**d, "model": {"sha256": "", "version": "v0003", "channel": "beta"}})
+    # A /1 document (a station that names a model file) is unchanged and still read.
+    plain = decided().to_dict()
+    assert plain["schema"] == SCHEMA and plain["model"] == {"sha256": "a" * 64}
+    assert Result.from_dict({**plain, "seq": 1}).model_version is None
 
 
 def test_decided_result_document():

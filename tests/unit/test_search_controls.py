@@ -58,6 +58,30 @@ def test_max_pooling_keeps_the_most_defective_glimpse_so_far():
     assert np.allclose(out[0], p[0]) and np.allclose(out[1], p[1]) and np.allclose(out[2], p[1])
 
 
+def test_tiling_stop_flags_what_the_max_flags_and_stops_at_the_first_pass():
+    from benchmarks.studies.search_controls.analysis import tiling_stop
+    from benchmarks.studies.search_controls.drivers import max_pooled
+
+    # Per part: overview then 2 tiles then one half-stride glimpse (not a tile).
+    ok = [1.0, 0.0, 0.0]
+    probs = np.array(
+        [
+            [[0.3, 0.7, 0.0], ok, ok, ok],  # the overview passes: stop at once
+            [ok, [0.8, 0.0, 0.2], [0.1, 0.0, 0.9], ok],  # the second tile passes
+            [ok, [0.7, 0.0, 0.3], [0.9, 0.0, 0.1], [0.0, 0.0, 1.0]],  # never in the tiles
+        ]
+    )
+    part = {"probs": probs, "glimpses": np.tile([1, 2, 3, 4], (3, 1))}
+    part["pixel_fraction"] = part["glimpses"] * 0.25
+    out = tiling_stop(part, np.array([2, 2, 2]), threshold=0.5)
+    assert out["stopped_at"].tolist() == [0, 2, -1]
+    assert out["glimpses"].tolist() == [1, 3, 3]
+    flagged = 1.0 - out["probs"][:, 0] > 0.5
+    maxed = np.stack([max_pooled(p[:3])[-1] for p in probs])
+    assert flagged.tolist() == (1.0 - maxed[:, 0] > 0.5).tolist() == [True, True, False]
+    assert np.allclose(out["probs"][2], [0.9, 0.0, 0.1])  # its last tile, not the glimpse after
+
+
 def test_outcome_values_move_false_alarms_down_as_they_cost_more():
     from benchmarks.studies.search_controls import levers, training
 
@@ -105,6 +129,7 @@ def test_study_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, capsys):
     ev = json.loads((out / "evals" / "exp_s0_256.json").read_text())
     drivers = {r["driver"] for r in ev["rows"]}
     assert {"overview", "raster", "random", "walk", "tiling", "agent", "agent cap"} <= drivers
+    assert "tiling stop" in drivers
     assert len(ev["outcome_values"]) == 5
     assert (
         ev["benchmark"]["config"]["kind"] == "eval"

@@ -179,6 +179,126 @@ def test_policy_without_tensorrt_says_what_to_install(onnx_file: Path, tmp_path:
         TensorRTPolicy(engine)
 
 
+class _StandInEngine:
+    """What TensorRTPolicy asks of a deserialised engine: named bindings with shapes
+    (-1 for the dynamic batch), dtypes and an optimisation profile."""
+
+    def __init__(self, shapes: dict[str, tuple[int, ...]]) -> None:
+        self.shapes = shapes
+        self.num_io_tensors = len(shapes)
+
+    def get_tensor_name(self, i: int) -> str:
+        return list(self.shapes)[i]
+
+    def get_tensor_shape(self, name: str) -> tuple[int, ...]:
+        return (-1, *self.shapes[name][1:])
+
+    def get_tensor_dtype(self, name: str) -> str:
+        return "float32"
+
+    def get_tensor_profile_shape(self, name: str, profile: int) -> list[tuple[int, ...]]:
+        rest = self.shapes[name][1:]
+        return [(1, *rest), (4, *rest), (8, *rest)]
+
+    def create_execution_context(self) -> object:
+        engine = self
+
+        class Context:
+            def set_input_shape(self, name, shape):
+                pass
+
+            def get_tensor_shape(self, name):
+                return (8, *engine.shapes[name][1:])
+
+            def set_tensor_address(self, name, ptr):
+                pass
+
+        return Context()
+
+
+def _stand_in_tensorrt(monkeypatch, shapes: dict[str, tuple[int, ...]]) -> None:
+    """A ``tensorrt`` module whose runtime deserialises any bytes into an engine with
+    ``shapes``, and device memory that is host memory: the runtime's code path, no GPU."""
+    import types
+
+    from inspector.policy import trt_backend
+
+    trt = types.ModuleType("tensorrt")
+    trt.__version__ = "10.9"
+
+    class Logger:
+        WARNING = 2
+
+        def __init__(self, level: int) -> None:
+            pass
+
+    class Runtime:
+        def __init__(self, logger: Logger) -> None:
+            pass
+
+        def deserialize_cuda_engine(self, data: bytes) -> _StandInEngine:
+            return _StandInEngine(shapes)
+
+    class HostMemory:
+        kind = "host"
+
+        def __init__(self, device: int = 0) -> None:
+            self.closed = False
+
+        def alloc(self, nbytes: int) -> bytearray:
+            return bytearray(nbytes)
+
+        def ptr(self, handle: bytearray) -> int:
+            return 0
+
+        def close(self) -> None:
+            self.closed = True
+
+    trt.Logger, trt.Runtime, trt.nptype = Logger, Runtime, lambda dtype: np.float32
+    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    monkeypatch.setattr(trt_backend, "DeviceMemory", HostMemory)
+
+
+def _engine_with_sidecar(onnx_file: Path, tmp_path: Path) -> tuple[Path, ModelMeta]:
+    engine = tmp_path / "tiny.engine"
+    engine.write_bytes(b"a serialised engine")
+    meta = trtx.read_onnx_meta(onnx_file)
+    trtx.write_sidecar(
+        engine, meta, onnx_sha256="x", precision="fp16", profile=trtx.shape_profile(meta)
+    )
+    return engine, meta
+
+
+def _bindings(meta: ModelMeta, **changed: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
+    shapes = {n: (-1, *s) for n, s in meta.expected_shapes().items()}
+    return {**shapes, **{n: (-1, *s) for n, s in changed.items()}}
+
+
+def test_engine_bindings_are_checked_against_the_sidecar_contract(
+    onnx_file: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from inspector.policy.trt_backend import TensorRTPolicy
+
+    engine, meta = _engine_with_sidecar(onnx_file, tmp_path)
+    _stand_in_tensorrt(monkeypatch, _bindings(meta))
+    policy = TensorRTPolicy(engine)  # bindings that fit: it loads
+    assert policy.sample_shapes["glimpse"] == meta.expected_shapes()["glimpse"]
+    assert (policy.min_batch, policy.max_batch) == (1, 8)
+    policy.close()
+
+    # A sidecar that names three classes beside an engine that outputs four.
+    _stand_in_tensorrt(monkeypatch, _bindings(meta, class_probs=(4,)))
+    with pytest.raises(ModelError, match="class_probs dimension 1 is 4 but the metadata names 3"):
+        TensorRTPolicy(engine)
+    g = meta.expected_shapes()["glimpse"]
+    _stand_in_tensorrt(monkeypatch, _bindings(meta, glimpse=(g[0], g[1] * 2, g[2] * 2)))
+    with pytest.raises(ModelError, match="glimpse dimension 2"):
+        TensorRTPolicy(engine)
+    _stand_in_tensorrt(monkeypatch, _bindings(meta, value=(1, 1)))
+    with pytest.raises(ModelError, match="value has 3 dimensions"):
+        TensorRTPolicy(engine)
+
+
 def test_build_engine_checks_input_before_needing_tensorrt(onnx_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "x.engine"
     with pytest.raises(ModelError, match="no such ONNX file"):
@@ -193,6 +313,63 @@ def test_build_engine_checks_input_before_needing_tensorrt(onnx_file: Path, tmp_
     garbage.write_bytes(b"\x00\x01 not protobuf")
     with pytest.raises(ModelError, match="garbage.onnx"):
         trtx.build_engine(garbage, out)
+
+
+def test_build_engine_caches_and_rekeys_int8_without_a_gpu(
+    onnx_file: Path, tmp_path: Path, monkeypatch, caplog
+) -> None:
+    """The build's own steps (plan, cache key, cache hit, int8 re-key, sidecar) with
+    TensorRT's builder stood in: the GPU tests below run the real one."""
+    builds: list[dict] = []
+
+    def fake_build(trt, plan, **kw):
+        builds.append(kw)
+        if kw["int8"]:  # TensorRT writes the calibration cache while it builds
+            kw["calibrator"].write_calibration_cache(b"scales")
+        return b"engine:" + str(kw["int8"]).encode()
+
+    class FakeCalibrator:
+        def __init__(self, batches, cache_file) -> None:
+            self.batches, self.cache_file = batches, Path(cache_file)
+
+        def write_calibration_cache(self, blob: bytes) -> None:
+            self.cache_file.write_bytes(blob)
+
+    monkeypatch.setattr(
+        trtx, "import_tensorrt", lambda *a: type("trt", (), {"__version__": "10.9"})
+    )
+    monkeypatch.setattr(trtx, "gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(trtx, "_build_serialized", fake_build)
+    monkeypatch.setattr(trtx, "make_calibrator", FakeCalibrator)
+    cache = tmp_path / "cache"
+    caplog.set_level("INFO", logger="inspector.export.tensorrt")
+
+    a = trtx.build_engine(onnx_file, tmp_path / "a.engine", fp16=False, cache_dir=cache)
+    b = trtx.build_engine(onnx_file, tmp_path / "b.engine", fp16=False, cache_dir=cache)
+    assert len(builds) == 1 and "engine cache hit" in caplog.text
+    assert a.read_bytes() == b.read_bytes() == b"engine:False"
+    info = trtx.read_sidecar(b)
+    assert (info.precision, info.gpu, info.tensorrt_version) == ("fp32", "Fake GPU", "10.9")
+    assert info.onnx_sha256 == hashlib.sha256(onnx_file.read_bytes()).hexdigest()
+
+    meta = trtx.read_onnx_meta(onnx_file)
+    frames = [trtx.random_observations(meta, 8, seed=s) for s in range(2)]
+    c = trtx.build_engine(onnx_file, tmp_path / "c.engine", int8=True, calibration_frames=frames)
+    assert len(builds) == 2 and builds[-1]["fp16"] and builds[-1]["calibration_batch"] == 8
+    assert (tmp_path / "c.engine.calib").read_bytes() == b"scales"
+    # An int8 engine is cached under the key of the calibration cache its build wrote,
+    # so a later build from that cache alone finds it.
+    calib = tmp_path / "c.engine.calib"
+    trtx.build_engine(
+        onnx_file, tmp_path / "d.engine", int8=True, calibration_frames=frames, cache_dir=cache
+    )
+    e = trtx.build_engine(
+        onnx_file, tmp_path / "e.engine", int8=True, calibration_cache=calib, cache_dir=cache
+    )
+    assert len(builds) == 3
+    assert e.read_bytes() == c.read_bytes() == b"engine:True"
+    assert trtx.read_sidecar(e).precision == "int8"
+    assert len(list(cache.glob("*.engine"))) == 2
 
 
 def test_onnx_without_inspector_metadata_is_refused(tmp_path: Path) -> None:

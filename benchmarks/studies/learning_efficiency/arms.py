@@ -9,7 +9,7 @@ import numpy as np
 
 from benchmarks.harness import ROOT
 from benchmarks.studies.learning_efficiency.tasks import current
-from benchmarks.studies.shared import BALANCED_STOP_WEIGHT
+from benchmarks.studies.shared import BALANCED_STOP_WEIGHT, learn_with_curve
 
 ARMS = {
     "a": "sparse + plain PPO",
@@ -181,9 +181,7 @@ def run_one(
         evaluation parts at that bias (:func:`calibrated_eval`); 0: raw verdicts only.
     """
     import torch
-    from stable_baselines3.common.callbacks import BaseCallback
 
-    from inspector.train.runner import pretrain, pretrain_perception
     from inspector.train.torch_policy import meta_for_model
 
     torch.set_num_threads(1)
@@ -193,43 +191,17 @@ def run_one(
     )  # fmt: skip
     model = arm_model(prof, hybrid, plain, cfg, seed, n_envs)
     meta = meta_for_model(model, prof)
-    curve = []
-    # The full stack pretrains its perception and clones the scripted teacher first
-    # (the training runner's own steps); those crops and env steps count.
-    n_pp = min(perception, budget // 4) if arm == "e" else 0
-    n_bc = min(cfg.bc_samples, budget // 2) if arm == "e" else 0
-    frozen = bool(freeze_perception and n_pp)
-    run_cfg = cfg.replace(
-        seed=seed, perception_samples=n_pp, bc_samples=n_bc, perception_freeze=frozen
-    )
-    camera = {**current().camera, "seed": seed}
     t0 = time.time()  # the pretraining is part of the run's time, as of its steps
-    if n_pp:
-        pretrain_perception(model, prof, "synthetic", camera, run_cfg)
-    if n_bc:
-        pretrain(model, prof, "synthetic", camera, run_cfg)
+    n_pp, n_bc, frozen = _pretrain(
+        arm, model, prof, cfg, seed, budget, perception, freeze_perception
+    )
     offset = n_pp + n_bc
 
-    class Eval(BaseCallback):
-        def __init__(self):
-            super().__init__()
-            self.next = offset + eval_every
-
-        def _on_rollout_start(self) -> None:
-            if self.num_timesteps + offset >= self.next:
-                self.next += eval_every
-                curve.append(do_eval(self.num_timesteps))
-
-        def _on_step(self) -> bool:
-            return True
-
     def do_eval(steps):
-        return evaluation(model, meta, seed, eval_parts, calibrate, int(steps) + offset)
+        return evaluation(model, meta, seed, eval_parts, calibrate, int(steps))
 
-    if offset:
-        curve.append(do_eval(0))
-    model.learn(budget - offset, callback=Eval())
-    curve.append(do_eval(model.num_timesteps))
+    curve = [do_eval(offset)] if offset else []
+    learn_with_curve(model, budget - offset, offset, eval_every, do_eval, curve)
     return {
         "arm": arm,
         "seed": seed,
@@ -249,6 +221,37 @@ def run_one(
         "curve": curve,
         "wall_s": time.time() - t0,
     }
+
+
+def _pretrain(
+    arm: str,
+    model,
+    prof,
+    cfg,
+    seed: int,
+    budget: int,
+    perception: int,
+    freeze_perception: bool,
+) -> tuple[int, int, bool]:
+    """The full stack (arm e) pretrains its perception and clones the scripted teacher
+    first (the training runner's own steps); those crops and env steps count.
+
+    :returns: (perception crops, cloned samples, whether the glimpse CNN is frozen).
+    """
+    from inspector.train.runner import pretrain, pretrain_perception
+
+    n_pp = min(perception, budget // 4) if arm == "e" else 0
+    n_bc = min(cfg.bc_samples, budget // 2) if arm == "e" else 0
+    frozen = bool(freeze_perception and n_pp)
+    run_cfg = cfg.replace(
+        seed=seed, perception_samples=n_pp, bc_samples=n_bc, perception_freeze=frozen
+    )
+    camera = {**current().camera, "seed": seed}
+    if n_pp:
+        pretrain_perception(model, prof, "synthetic", camera, run_cfg)
+    if n_bc:
+        pretrain(model, prof, "synthetic", camera, run_cfg)
+    return n_pp, n_bc, frozen
 
 
 def evaluation(model, meta, seed: int, parts: int, calibrate: int, steps: int) -> dict:

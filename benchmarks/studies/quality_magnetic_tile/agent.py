@@ -92,8 +92,6 @@ def run_agent(
 
     :param profile_path: the reward profile (default reward_profiles/magnetic_tile.yaml).
     """
-    from inspector.train.runner import train_run
-
     cfg = cfg or agent_config(seed)
     rollout = cfg.n_envs * cfg.n_steps
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -108,35 +106,7 @@ def run_agent(
         want = next_chunk(state, budget_s, chunk, first_chunk, rollout)
         if not want:
             break
-        t0 = time.perf_counter()
-        res = train_run(
-            profile_path,
-            "folder",
-            camera_params(root, "train"),
-            state["steps"] + want,
-            run_dir / "run",
-            cfg,
-            resume=True,
-            progress=False,
-            evaluate_after=False,
-        )
-        t1 = time.perf_counter()
-        m = _eval_agent(run_dir / "run", root, "val", val_episodes)
-        t2 = time.perf_counter()
-        state["steps"] = res.timesteps
-        state["train_s"] += t1 - t0
-        state["spent_s"] += t2 - t0
-        entry = {
-            "steps": res.timesteps,
-            "at_s": round(state["spent_s"], 1),
-            "val_s": t2 - t1,
-            **val_summary(m),
-            "mean_steps": m["mean_steps"],
-            "native_share": m["native_share"],
-            "stopped_share": m["stopped_share"],
-            "defect_auroc": m.get("defect_auroc"),
-        }
-        state["history"].append(entry)
+        entry, m = _train_chunk(state, want, root, run_dir, cfg, profile_path, val_episodes)
         if state["best"] is None or _better(entry, state["best"], select):
             best_dir.mkdir(exist_ok=True)
             for name in ("model.zip", "profile.yaml", "profile.sha256", "config.yaml"):
@@ -144,7 +114,7 @@ def run_agent(
             state["best"] = entry
         write_json(state_path, state)
         print(
-            f"  agent: {res.timesteps} steps, {state['spent_s']:.0f}/{budget_s:.0f} s, val "
+            f"  agent: {entry['steps']} steps, {state['spent_s']:.0f}/{budget_s:.0f} s, val "
             f"bal.acc {m['balanced_accuracy']:.3f}, mean steps {m['mean_steps']:.1f}, "
             f"native share {m['native_share']:.2f}",
             flush=True,
@@ -167,6 +137,55 @@ def run_agent(
         "test": test,
         "operating_point": op,
     }
+
+
+def _train_chunk(
+    state: dict[str, Any],
+    want: int,
+    root: str | Path,
+    run_dir: Path,
+    cfg: Any,
+    profile_path: str,
+    val_episodes: int,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Train ``want`` more steps (resuming ``run_dir/run``), then score it on val.
+
+    Adds the chunk's time and steps to ``state`` and its entry to the val curve.
+
+    :returns: (the curve's new entry, the val metrics).
+    """
+    from inspector.train.runner import train_run
+
+    t0 = time.perf_counter()
+    res = train_run(
+        profile_path,
+        "folder",
+        camera_params(root, "train"),
+        state["steps"] + want,
+        run_dir / "run",
+        cfg,
+        resume=True,
+        progress=False,
+        evaluate_after=False,
+    )
+    t1 = time.perf_counter()
+    m = _eval_agent(run_dir / "run", root, "val", val_episodes)
+    t2 = time.perf_counter()
+    state["steps"] = res.timesteps
+    state["train_s"] += t1 - t0
+    state["spent_s"] += t2 - t0
+    entry = {
+        "steps": res.timesteps,
+        "at_s": round(state["spent_s"], 1),
+        "val_s": t2 - t1,
+        **val_summary(m),
+        "mean_steps": m["mean_steps"],
+        "native_share": m["native_share"],
+        "stopped_share": m["stopped_share"],
+        "defect_auroc": m.get("defect_auroc"),
+    }
+    state["history"].append(entry)
+    return entry, m
 
 
 def reselect(

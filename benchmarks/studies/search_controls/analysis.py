@@ -85,7 +85,8 @@ def curves(val: dict, test: dict, outcome_matrix: np.ndarray, fa: float = FA_CEI
 
     Drivers: ``overview``; ``raster`` and ``random`` (verdict head at the last glimpse)
     and ``raster max`` / ``random max`` (the glimpse with the highest defect score so far,
-    a detector's max-pooling); ``tiling`` and ``tiling max``; ``agent`` (its own
+    a detector's max-pooling); ``tiling`` and ``tiling max``; ``tiling stop`` (the
+    tiles with a confidence stop, :func:`tiling_stop`); ``agent`` (its own
     stops) and ``agent cap`` (its trajectory cut after b actions). Without the fixed
     drivers in the output (``drive(fixed=False)``), the agent's rows alone.
     """
@@ -103,6 +104,15 @@ def curves(val: dict, test: dict, outcome_matrix: np.ndarray, fa: float = FA_CEI
         k_tiles = int(np.median(test["tiles"]))
         rows.add("tiling", k_tiles, tv["last"], tt["last"], tt)
         rows.add("tiling max", k_tiles, tv["max"], tt["max"], tt)
+        # Tiles in the raster's order with a confidence stop: the operating point of the
+        # max over the tiles (on val), stopping at the first observation past it.
+        thr = threshold_at(1.0 - tv["max"][val["labels"] == 0, 0], fa)
+        stop = tiling_stop(test["raster"], test["tiles"], thr)
+        row = rows.add("tiling stop", k_tiles, tv["max"], stop["probs"], stop)
+        y = test["labels"]
+        row["glimpses_by_class"] = {
+            int(c): float(stop["glimpses"][y == c].mean()) for c in np.unique(y)
+        }
     av, at = val["agent"]["probs"], test["agent"]["probs"]
     agent = rows.add("agent", -1, av[:, -1], at[:, -1], test["agent"], -1)
     stop = test["agent"]["stop"]
@@ -114,6 +124,36 @@ def curves(val: dict, test: dict, outcome_matrix: np.ndarray, fa: float = FA_CEI
     for b in range(1, at.shape[1] - 1):
         rows.add("agent cap", b, av[:, b], at[:, b], test["agent"], b)
     return list(rows)
+
+
+def tiling_stop(part: dict, tiles: np.ndarray, threshold: float) -> dict:
+    """The tiling with a confidence stop, from a raster scan's per-glimpse probabilities.
+
+    The raster's first ``tiles`` positions are the exhaustive tiling, so its
+    probabilities after the overview and each tile are the tiling's. A part stops at
+    the first observation (the overview included) whose defect score ``1 - p(ok)``
+    passes ``threshold`` and is decided there; a part that never passes it sees every
+    tile and is decided on its last observation (which remembers the tiles; none of
+    them passed). Flagged parts are then exactly those the tiling's max flags at
+    ``threshold``; the glimpses spent and the verdicts of unflagged parts differ.
+
+    :param part: a fixed driver's arrays (``probs`` [N, K+1, C], ``glimpses``,
+        ``pixel_fraction`` [N, K+1]).
+    :param tiles: [N] tiles per part.
+    :returns: ``probs`` [N, C] at the decision, ``glimpses`` and ``pixel_fraction`` [N],
+        ``stopped_at`` [N] (glimpse index of the stop, -1: none).
+    """
+    probs, g, f = part["probs"], part["glimpses"], part["pixel_fraction"]
+    out: dict[str, list] = {"probs": [], "glimpses": [], "pixel_fraction": [], "stopped_at": []}
+    for i in range(len(probs)):
+        n = min(int(tiles[i]), probs.shape[1] - 1)
+        hit = np.flatnonzero(1.0 - probs[i, : n + 1, 0] > threshold)
+        t = int(hit[0]) if hit.size else n
+        out["probs"].append(probs[i, t])
+        out["glimpses"].append(g[i, t])
+        out["pixel_fraction"].append(f[i, t])
+        out["stopped_at"].append(t if hit.size else -1)
+    return {k: np.asarray(v) for k, v in out.items()}
 
 
 def interpolate(
@@ -143,15 +183,15 @@ def glimpses_for(rows: list[dict], driver: str, level: float, key: str = "recall
     return None
 
 
-def dominance(rows: list[dict], base: str = "raster") -> dict:
-    """The issue's goal for one seed: does the agent beat ``base`` at equal glimpses, or
-    match it with at most half the glimpses?
+def dominance(rows: list[dict], base: str = "raster", who: str = "agent") -> dict:
+    """The issue's goal for one seed: does the agent (or driver ``who``) beat ``base`` at
+    equal glimpses, or match it with at most half the glimpses?
 
     A recall difference within two binomial standard errors of the agent's recall on
     these test parts is called a tie (``within_noise``): 300 parts hold ~200 defective
     ones, so one part moves recall by ~0.005.
     """
-    agent = next(r for r in rows if r["driver"] == "agent")
+    agent = next(r for r in rows if r["driver"] == who)
     at_equal = interpolate(rows, base, agent["glimpses"])
     needed = glimpses_for(rows, base, agent["recall"])
     n, p = agent.get("n_defect"), agent["recall"]

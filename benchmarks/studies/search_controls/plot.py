@@ -29,6 +29,7 @@ def plot_controls(mean_rows: list[dict], path: Path, title: str) -> None:
         "overview": ("k", "s"),
         "tiling": ("tab:purple", "D"),
         "tiling max": ("tab:purple", "d"),
+        "tiling stop": ("tab:pink", "P"),
         "agent": ("tab:red", "*"),
     }
     keys = (

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.harness import table
-from benchmarks.studies.search_controls import analysis, levers, training
+from benchmarks.studies.search_controls import analysis, levers, training, why
 
 CLASSES = ("ok", "line", "point")
 #: The design notes' claims the issue asks to state beside the measurements.
@@ -37,6 +37,7 @@ DRIVER_WORDS = {
     "walk max": "fixed walk, max over its glimpses",
     "tiling": "exhaustive tiling (k tiles)",
     "tiling max": "exhaustive tiling, max over its tiles",
+    "tiling stop": "tiling with a confidence stop (no learning)",
     "agent": "learned agent (its own stops)",
     "agent cap": "learned agent cut after b actions",
 }
@@ -84,14 +85,16 @@ def controls_table(mean_rows: list[dict], max_cap: int = 8) -> str:
 BASES = ("raster", "raster max", "walk", "walk max")
 
 
-def dominance_notes(evals: dict[str, dict]) -> list[str]:
+def dominance_notes(evals: dict[str, dict], who: str = "agent") -> list[str]:
     """One line per seed and fixed scan: the issue's goal, with the noise of the parts."""
     notes = []
     for name, ev in sorted(evals.items()):
-        for base in BASES:
+        if not any(r["driver"] == who for r in ev["rows"]):
+            continue
+        for base in BASES if who == "agent" else BASES[:2]:
             if not any(r["driver"] == base for r in ev["rows"]):
                 continue
-            d = analysis.dominance(ev["rows"], base)
+            d = analysis.dominance(ev["rows"], base, who)
             eq, need = d[f"{base}_recall_at_equal"], d[f"{base}_glimpses_for_agent_recall"]
             if d["half_the_glimpses"]:
                 verdict = "**beats** (at most half the glimpses for its recall)"
@@ -102,68 +105,35 @@ def dominance_notes(evals: dict[str, dict]) -> list[str]:
             else:
                 verdict = "does not beat"
             notes.append(
-                f"- {name}: the agent ({d['agent_glimpses']:.2f} glimpses, recall"
+                f"- {name}: {'the agent' if who == 'agent' else who}"
+                f" ({d['agent_glimpses']:.2f} glimpses, recall"
                 f" {d['agent_recall']:.3f}) {verdict} the {DRIVER_WORDS[base]}: recall at"
-                f" equal glimpses {_f(eq)}; glimpses it needs for the agent's recall"
+                f" equal glimpses {_f(eq)}; glimpses the scan needs for that recall"
                 f" {_f(need, '.2f')}."
             )
     return notes
 
 
-def why_notes(mean: list[dict]) -> list[str]:
-    """Section 4's evidence, from the seeds' mean rows: what the overview tells about
-    points, what full cover costs each way, and what the agent spends."""
-
-    def row(driver: str, k: int | None = None) -> dict | None:
-        rs = [r for r in mean if r["driver"] == driver and (k is None or r["k"] == k)]
-        return max(rs, key=lambda r: r["k"]) if rs else None
-
-    ov, tiles, agent = row("overview"), row("tiling"), row("agent")
-    walk = [r for r in mean if r["driver"] == "walk max"]
-    if not (ov and tiles and agent and walk):
-        return []
-    point = {int(k): v for k, v in ov["recall_by_class"].items()}.get(2)
-    best_walk = max(walk, key=lambda r: (round(r["recall"] or 0, 3), -r["glimpses"]))
-    return [
-        "Why the learned search does not beat exhaustive tiling on this task (section 4 of"
-        " the issue; measured, no retraining):",
-        "",
-        f"- The overview says nothing about where a point is: from the overview alone the"
-        f" heads find {_f(point, '.2f')} of the point parts at the operating point (the task"
-        " caps a point's contrast so that it vanishes at overview resolution). A searcher"
-        " for points can only cover the frame; the quickest cover is the tiling:"
-        f" {tiles['k']} native tiles, {tiles['glimpses']:.2f} glimpses with the overview,"
-        f" recall {_f(tiles['recall'])}.",
-        f"- The agent's actions move half a viewport: the fixed walk through them needs"
-        f" {best_walk['glimpses']:.2f} glimpses for its best recall ({_f(best_walk['recall'])},"
-        " max over its glimpses). The learned agent covers what it needs in"
-        f" {agent['glimpses']:.2f} glimpses (recall {_f(agent['recall'])}): it learned where"
-        " to look well enough to make up for its action set, not enough to beat jumps it"
-        " does not have.",
-        "- What a searcher can gain over the tiling here is stopping early: at once where"
-        " the overview shows a line, on a point part once the point is in sight (on average"
-        " after about half the tiles); an ok part always needs the whole cover. The"
-        " per-class glimpses above say how much of that the agent takes. A searcher that"
-        " could jump to a chosen tile (candidate positions scored from the overview, as the"
-        " issue suggests) would have the tiling's cost as its worst case.",
-        "",
-    ]
-
-
 def agent_notes(evals: dict[str, dict]) -> list[str]:
-    """Where the agent spends its glimpses: per true class, and how often it stops."""
+    """Where the agent spends its glimpses: per true class, and how often it stops;
+    beside it the tiling with a confidence stop."""
     out = []
     for name, ev in sorted(evals.items()):
-        a = next(r for r in ev["rows"] if r["driver"] == "agent")
-        by = a.get("glimpses_by_class")
-        if not by:
-            continue
-        by = {int(k): v for k, v in by.items()}
-        out.append(
-            f"- {name}: mean glimpses on ok / line / point parts "
-            + " / ".join(_f(by.get(i), ".2f") for i in range(3))
-            + f"; it stopped by itself on {a.get('stopped', 0):.0%} of the parts."
-        )
+        for who in ("agent", "tiling stop"):
+            a = next((r for r in ev["rows"] if r["driver"] == who), None)
+            by = a.get("glimpses_by_class") if a else None
+            if not by:
+                continue
+            by = {int(k): v for k, v in by.items()}
+            out.append(
+                f"- {name}, {DRIVER_WORDS[who]}: mean glimpses on ok / line / point parts "
+                + " / ".join(_f(by.get(i), ".2f") for i in range(3))
+                + (
+                    f"; it stopped by itself on {a.get('stopped', 0):.0%} of the parts."
+                    if who == "agent"
+                    else "."
+                )
+            )
     return out
 
 
@@ -336,13 +306,14 @@ def controls_section(controls: dict[str, dict], mean: list[dict], png: Path, s: 
         " needs at least twice the agent's glimpses to match its recall):",
         "",
         *dominance_notes(controls),
+        *dominance_notes(controls, "tiling stop"),
         "",
         *(
             ["Where the learned agent looks (test parts):", "", *agent_notes(controls), ""]
             if agent_notes(controls)
             else []
         ),
-        *why_notes(mean),
+        *why.why_notes(mean),
     ]
 
 
@@ -457,8 +428,10 @@ def runs_note(records: dict[str, dict]) -> list[str]:
     if reused:
         cost += f"{', ' if cost else ''}{np.median(reused) / 60:.0f} min reusing the seed's"
     return [
-        "Trained runs this report rests on (each a model under runs/search_controls/full/):"
-        f" {'; '.join(parts)}. Wall time on this 2-core machine, shared with other work"
+        "The command is the study's plan; a run skips what is saved and the report is put"
+        " together from every saved run, so the figures rest on the runs trained so far"
+        f" (each a model under runs/search_controls/full/): {'; '.join(parts)}. Wall time on"
+        " this 2-core machine, shared with other work"
         f" (one torch thread): {cost}.",
         "",
     ]

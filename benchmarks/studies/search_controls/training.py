@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import harness
+from benchmarks.studies.shared import learn_with_curve
 
 ROOT = harness.ROOT
 
@@ -123,78 +124,26 @@ def train_one(
     the run's fixed test parts and the wall time.
     """
     import torch
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.utils import set_random_seed
-    from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from inspector.env import InspectionEnv
-    from inspector.rrm.buffer import RRMRolloutBuffer
-    from inspector.scan import ACTIONS
     from inspector.train.config import TrainConfig
-    from inspector.train.hybrid import HybridPPO
-    from inspector.train.runner import ppo_kwargs, pretrain, pretrain_perception
 
     torch.set_num_threads(1)
     prof = profile_for(arm, step_cost)
     camera = {**CAMERA, "seed": seed}
-
-    def make(i: int):
-        def thunk():
-            e = InspectionEnv(prof, "synthetic", camera, teacher=True)
-            e.reset(seed=seed * 100 + i)
-            return Monitor(e)
-
-        return thunk
-
-    env = DummyVecEnv([make(i) for i in range(n_envs)])
     n_pp, n_bc = min(perception, budget // 4), min(bc_samples, budget // 2)
     cfg = TrainConfig().replace(seed=seed, perception_samples=n_pp, bc_samples=n_bc)
-    model = HybridPPO(
-        "MultiInputPolicy",
-        env,
-        rollout_buffer_class=RRMRolloutBuffer,
-        rollout_buffer_kwargs={"rrm": prof.rrm, "n_move_actions": len(ACTIONS), "seed": seed},
-        **HYBRID,
-        **ppo_kwargs(cfg, len(prof.classes)),
-    )
+    model, env = _make_model(prof, camera, cfg, n_envs)
     t0 = time.time()
-    # Every arm and step cost of a seed starts from the same supervised stack: the
-    # perception pretraining and cloning of the first run of that seed, kept beside
-    # the models (the rewards play no part in them), then the same RNG state.
-    shared = out_dir / f"pretrained_s{seed}_{n_pp}_{n_bc}.pt"
-    reused = shared.is_file()
-    if reused:
-        model.policy.load_state_dict(torch.load(shared, weights_only=True))
-    else:
-        if n_pp:
-            pretrain_perception(model, prof, "synthetic", camera, cfg)
-        if n_bc:
-            pretrain(model, prof, "synthetic", camera, cfg)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        torch.save(model.policy.state_dict(), out_dir / f".{shared.name}.tmp")
-        (out_dir / f".{shared.name}.tmp").replace(shared)
+    reused = _pretrained_stack(model, prof, camera, cfg, out_dir)
     set_random_seed(seed)
     offset = n_pp + n_bc
-    curve = [eval_point(agent_policy(model, prof), seed, eval_parts, offset)]
 
-    class Eval(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.next = offset + eval_every
+    def evaluate(steps: int) -> dict:
+        return eval_point(agent_policy(model, prof), seed, eval_parts, steps)
 
-        def _on_rollout_start(self) -> None:
-            if self.num_timesteps + offset >= self.next:
-                self.next += eval_every
-                pol = agent_policy(self.model, prof)
-                curve.append(eval_point(pol, seed, eval_parts, self.num_timesteps + offset))
-
-        def _on_step(self) -> bool:
-            return True
-
-    model.learn(max(0, budget - offset), callback=Eval())
-    curve.append(
-        eval_point(agent_policy(model, prof), seed, eval_parts, model.num_timesteps + offset)
+    curve = learn_with_curve(
+        model, max(0, budget - offset), offset, eval_every, evaluate, [evaluate(offset)]
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     name = run_name(arm, seed, budget, step_cost)
@@ -216,6 +165,64 @@ def train_one(
         "wall_s": time.time() - t0,
     }
     return record
+
+
+def _make_model(prof: Any, camera: dict, cfg: Any, n_envs: int):
+    """The hybrid PPO model of a run over ``n_envs`` synthetic envs: (model, vec env)."""
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from inspector.env import InspectionEnv
+    from inspector.rrm.buffer import RRMRolloutBuffer
+    from inspector.scan import ACTIONS
+    from inspector.train.hybrid import HybridPPO
+    from inspector.train.runner import ppo_kwargs
+
+    seed = cfg.seed
+
+    def make(i: int):
+        def thunk():
+            e = InspectionEnv(prof, "synthetic", camera, teacher=True)
+            e.reset(seed=seed * 100 + i)
+            return Monitor(e)
+
+        return thunk
+
+    env = DummyVecEnv([make(i) for i in range(n_envs)])
+    model = HybridPPO(
+        "MultiInputPolicy",
+        env,
+        rollout_buffer_class=RRMRolloutBuffer,
+        rollout_buffer_kwargs={"rrm": prof.rrm, "n_move_actions": len(ACTIONS), "seed": seed},
+        **HYBRID,
+        **ppo_kwargs(cfg, len(prof.classes)),
+    )
+    return model, env
+
+
+def _pretrained_stack(model: Any, prof: Any, camera: dict, cfg: Any, out_dir: Path) -> bool:
+    """Give ``model`` the seed's supervised stack; whether it was reused from disk.
+
+    Every arm and step cost of a seed starts from the same supervised stack: the
+    perception pretraining and cloning of the first run of that seed, kept beside the
+    models (the rewards play no part in them).
+    """
+    import torch
+
+    from inspector.train.runner import pretrain, pretrain_perception
+
+    shared = out_dir / f"pretrained_s{cfg.seed}_{cfg.perception_samples}_{cfg.bc_samples}.pt"
+    if shared.is_file():
+        model.policy.load_state_dict(torch.load(shared, weights_only=True))
+        return True
+    if cfg.perception_samples:
+        pretrain_perception(model, prof, "synthetic", camera, cfg)
+    if cfg.bc_samples:
+        pretrain(model, prof, "synthetic", camera, cfg)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.save(model.policy.state_dict(), out_dir / f".{shared.name}.tmp")
+    (out_dir / f".{shared.name}.tmp").replace(shared)
+    return False
 
 
 #: Saved results carry the configuration that produced them (:func:`harness.save_result`),

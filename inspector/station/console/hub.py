@@ -136,7 +136,10 @@ class ConsoleHub:
             "steps", "latency_ms", "footage",
         )}  # fmt: skip
         doc["decided_at"] = float(result.decided_at)
-        doc["model_sha256"] = (d.get("model") or {}).get("sha256")
+        model = d.get("model") or {}
+        doc["model_sha256"] = model.get("sha256")
+        # A registry model (schema 1.2): the version and channel that decided this part.
+        doc["model_version"], doc["model_channel"] = model.get("version"), model.get("channel")
         shadow = d.get("shadow") if isinstance(d.get("shadow"), dict) else {}
         doc["shadow_label"] = shadow.get("label")  # a shadow model's verdict, when one ran
         doc["offered_at"] = offered_at
@@ -245,6 +248,7 @@ class ConsoleHub:
         s = self.station
         meta = s.meta
         providers = getattr(s.policy, "providers", None)
+        ro = getattr(s, "rollout", None)  # a registry model: each part names its version too
         return {
             "station": s.cfg.station_id,
             "classes": list(meta.classes),
@@ -255,6 +259,8 @@ class ConsoleHub:
                 "backend": s.policy.backend,
                 "providers": list(providers or []),
                 "ok_bias": float(meta.ok_bias or 0.0),
+                "version": ro.label if ro is not None else None,
+                "channel": ro.channel if ro is not None else None,
             },  # fmt: skip
             "profile": s.profile_name,
             "camera": s.cfg.camera.driver,

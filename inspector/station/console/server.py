@@ -125,13 +125,6 @@ def build_app(hub: ConsoleHub, access: Access) -> Any:
     """
     try:
         from starlette.applications import Starlette
-        from starlette.responses import (
-            FileResponse,
-            JSONResponse,
-            RedirectResponse,
-            Response,
-            StreamingResponse,
-        )
         from starlette.routing import Mount, Route
         from starlette.staticfiles import StaticFiles
     except ImportError:
@@ -139,37 +132,82 @@ def build_app(hub: ConsoleHub, access: Access) -> Any:
             "starlette", "the operator console", "pip install 'inspector[console]'"
         ) from None
 
-    async def index(request: Any) -> Any:
+    pages = _Pages(hub, access)
+    routes = [
+        Route("/", pages.index, methods=["GET"]),
+        Route("/login", pages.login, methods=["POST"]),
+        Route("/logout", pages.logout, methods=["POST"]),
+        Route("/events", pages.events, methods=["GET"]),
+        Route("/api/state", pages.state, methods=["GET"]),
+        Route("/api/feedback", pages.feedback, methods=["POST"]),
+        Route("/frame/{pid}.jpg", pages.frame, methods=["GET"]),
+        Mount("/static", app=StaticFiles(directory=str(STATIC)), name="static"),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> Any:
+        task = asyncio.get_running_loop().create_task(hub.run())
+        try:
+            yield
+        finally:
+            hub.stop()
+            task.cancel()
+
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def _read_body(request: Any) -> bytes | None:
+    """The request body, or None once it passes :data:`MAX_BODY` (read no further)."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            return None
+    return body
+
+
+def _login_token(body: bytes, ctype: str) -> str | None:
+    """The token a sign-in carries, as JSON ``{"token"}`` or as a form; None if unreadable."""
+    try:
+        if ctype.startswith("application/json"):
+            return json.loads(body or b"{}").get("token")
+        from urllib.parse import parse_qs
+
+        return (parse_qs(body.decode("utf-8")).get("token") or [None])[0]
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+
+
+class _Pages:
+    """The console's request handlers (one method a route) over one hub and one access.
+
+    Starlette is imported inside each (see :func:`build_app`, which checks it is there).
+    """
+
+    def __init__(self, hub: ConsoleHub, access: Access) -> None:
+        self.hub = hub
+        self.access = access
+
+    async def index(self, request: Any) -> Any:
+        from starlette.responses import FileResponse
+
+        access = self.access
         if access.open and not access.allowed(request):
             return access.deny(request)
         page = "index.html" if access.allowed(request) else "login.html"
         return FileResponse(STATIC / page, headers=_HEADERS)
 
-    async def read_body(request: Any) -> bytes | None:
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_BODY:
-                return None
-        return body
+    async def login(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse, RedirectResponse
 
-    async def login(request: Any) -> Any:
+        access = self.access
         if not _same_origin(request):
             return access.refuse(request, "cross-origin sign-in")
-        body = await read_body(request)
+        body = await _read_body(request)
         if body is None:
             return JSONResponse({"error": "request too large"}, status_code=413)
-        token = None
         ctype = request.headers.get("content-type", "")
-        try:
-            if ctype.startswith("application/json"):
-                token = json.loads(body or b"{}").get("token")
-            else:
-                from urllib.parse import parse_qs
-
-                token = (parse_qs(body.decode("utf-8")).get("token") or [None])[0]
-        except (ValueError, AttributeError, UnicodeDecodeError):
-            token = None
+        token = _login_token(body, ctype)
         if access.open:
             return RedirectResponse("/", status_code=303)
         if not access.token_ok(token):
@@ -184,60 +222,72 @@ def build_app(hub: ConsoleHub, access: Access) -> Any:
         resp.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/")
         return resp
 
-    async def logout(request: Any) -> Any:
-        access.sessions.discard(request.cookies.get(COOKIE, ""))
+    async def logout(self, request: Any) -> Any:
+        from starlette.responses import RedirectResponse
+
+        self.access.sessions.discard(request.cookies.get(COOKIE, ""))
         resp = RedirectResponse("/", status_code=303, headers=_HEADERS)
         resp.delete_cookie(COOKIE, path="/")
         return resp
 
-    async def state(request: Any) -> Any:
-        if not access.allowed(request):
-            return access.deny(request)
+    async def state(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        hub = self.hub
+        if not self.access.allowed(request):
+            return self.access.deny(request)
         return JSONResponse({"info": hub.info(), "status": hub.status(),
                              "parts": [p.doc for p in hub.parts.values()],
                              "review": hub.review_docs()}, headers=_HEADERS)  # fmt: skip
 
-    async def events(request: Any) -> Any:
-        if not access.allowed(request):
-            return access.deny(request)
-        q = hub.subscribe()
+    async def events(self, request: Any) -> Any:
+        from starlette.responses import StreamingResponse
 
-        async def stream() -> Any:
-            try:
-                yield "retry: 1000\n\n"
-                while True:
-                    try:
-                        item = await asyncio.wait_for(q.get(), timeout=15.0)
-                    except asyncio.TimeoutError:
-                        yield ": keep-alive\n\n"
-                        continue
-                    if item is None:
-                        return
-                    event, data = item
-                    yield f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
-            finally:
-                hub.unsubscribe(q)
-
+        if not self.access.allowed(request):
+            return self.access.deny(request)
         headers = dict(_HEADERS, **{"X-Accel-Buffering": "no"})
-        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+        stream = self._event_stream(self.hub.subscribe())
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
-    async def frame(request: Any) -> Any:
-        if not access.allowed(request):
-            return access.deny(request)
-        data = await hub.jpeg(request.path_params["pid"])
+    async def _event_stream(self, q: asyncio.Queue) -> Any:
+        """Server-sent events from the hub's queue ``q``, a keep-alive every 15 s."""
+        try:
+            yield "retry: 1000\n\n"
+            while True:
+                try:
+                    item = await asyncio.wait_for(q.get(), timeout=15.0)
+                except asyncio.TimeoutError:
+                    yield ": keep-alive\n\n"
+                    continue
+                if item is None:
+                    return
+                event, data = item
+                yield f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+        finally:
+            self.hub.unsubscribe(q)
+
+    async def frame(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse, Response
+
+        if not self.access.allowed(request):
+            return self.access.deny(request)
+        data = await self.hub.jpeg(request.path_params["pid"])
         if data is None:
             return JSONResponse({"error": "no such part held"}, status_code=404)
         headers = dict(_HEADERS, **{"Cache-Control": "private, max-age=3600"})
         return Response(data, media_type="image/jpeg", headers=headers)
 
-    async def feedback(request: Any) -> Any:
+    async def feedback(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        access = self.access
         if not access.allowed(request):
             return access.deny(request)
         if not _same_origin(request):
             return access.refuse(request, "cross-origin request")
         if not request.headers.get("content-type", "").startswith("application/json"):
             return JSONResponse({"error": "send JSON"}, status_code=415)
-        body = await read_body(request)
+        body = await _read_body(request)
         if body is None:
             return JSONResponse({"error": "request too large"}, status_code=413)
         try:
@@ -246,34 +296,12 @@ def build_app(hub: ConsoleHub, access: Access) -> Any:
         except (ValueError, KeyError, TypeError):
             return JSONResponse({"error": "expected JSON {id, label, operator}"}, status_code=400)
         try:
-            out = await hub.give_feedback(pid, label, operator, _client(request))
+            out = await self.hub.give_feedback(pid, label, operator, _client(request))
         except LookupError as exc:
             return JSONResponse({"error": str(exc)}, status_code=404)
         except (ValueError, FootageError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse(out, headers=_HEADERS)
-
-    routes = [
-        Route("/", index, methods=["GET"]),
-        Route("/login", login, methods=["POST"]),
-        Route("/logout", logout, methods=["POST"]),
-        Route("/events", events, methods=["GET"]),
-        Route("/api/state", state, methods=["GET"]),
-        Route("/api/feedback", feedback, methods=["POST"]),
-        Route("/frame/{pid}.jpg", frame, methods=["GET"]),
-        Mount("/static", app=StaticFiles(directory=str(STATIC)), name="static"),
-    ]
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: Any) -> Any:
-        task = asyncio.get_running_loop().create_task(hub.run())
-        try:
-            yield
-        finally:
-            hub.stop()
-            task.cancel()
-
-    return Starlette(routes=routes, lifespan=lifespan)
 
 
 class Console:

@@ -60,6 +60,9 @@ class PlcResult:
     :param profile_sha256: the reward profile it was checked against.
     :param glimpses: glimpses taken.
     :param error: why the part could not be judged ("" when decided).
+    :param model_version: the registry version that decided (``v0003``; "" for a model file).
+    :param model_channel: the channel it came through (``stable``, ``canary``, ``shadow``,
+        ``pinned``; "" for a model file).
     """
 
     seq: int
@@ -74,11 +77,16 @@ class PlcResult:
     profile_sha256: str
     glimpses: int
     error: str
+    model_version: str = ""
+    model_channel: str = ""
 
     @classmethod
     def from_result(cls, seq: int, doc: Mapping[str, Any]) -> PlcResult:
         """Build from a result document (``Result.to_dict()``)."""
         error = doc.get("error") or ""
+        # A Result document nests them (model.sha256, profile.sha256); flat keys also read.
+        model = doc.get("model") if isinstance(doc.get("model"), Mapping) else {}
+        profile = doc.get("profile") if isinstance(doc.get("profile"), Mapping) else {}
         return cls(
             seq=int(seq),
             result_id=str(doc.get("id") or ""),
@@ -88,10 +96,12 @@ class PlcResult:
             label=str(doc.get("label") or ""),
             confidence=float(doc.get("confidence") or 0.0),
             decided_at=_seconds(doc.get("decided_at")),
-            model_sha256=str(doc.get("model_sha256") or ""),
-            profile_sha256=str(doc.get("profile_sha256") or ""),
+            model_sha256=str(model.get("sha256") or doc.get("model_sha256") or ""),
+            profile_sha256=str(profile.get("sha256") or doc.get("profile_sha256") or ""),
             glimpses=int(doc.get("steps") or 0),
             error=str(error),
+            model_version=str(model.get("version") or ""),
+            model_channel=str(model.get("channel") or ""),
         )
 
 

@@ -16,7 +16,8 @@ rather than write variables::
       ResultAck          Boolean   write true once the shown result is read; reset on taking it
       Result/            Sequence (UInt64), ResultId, PartId, CorrelationId, Verdict
                          (ok | defect | failed), ClassName, Confidence, Timestamp,
-                         ModelSha256, ProfileSha256, Glimpses, Error
+                         ModelSha256, ProfileSha256, Glimpses, Error, ModelVersion,
+                         ModelChannel (registry models; "" for a model file)
       Counters/          Triggers, TriggersRefused, ResultsAcknowledged, ResultsPending,
                          BufferSize, BufferFull, LastRefusal
       Methods            TriggerPart(PartId, CorrelationId) -> (Accepted, Reason)
@@ -55,6 +56,8 @@ RESULT_VARIABLES = (
     ("ProfileSha256", "String", ""),
     ("Glimpses", "UInt32", 0),
     ("Error", "String", ""),
+    ("ModelVersion", "String", ""),
+    ("ModelChannel", "String", ""),
 )
 COUNTER_VARIABLES = (
     ("Triggers", "UInt64", 0),
@@ -297,6 +300,7 @@ class OpcuaServer:
                 "Timestamp": datetime.fromtimestamp(head.decided_at, tz=timezone.utc),
                 "ModelSha256": head.model_sha256, "ProfileSha256": head.profile_sha256,
                 "Glimpses": head.glimpses, "Error": head.error,
+                "ModelVersion": head.model_version, "ModelChannel": head.model_channel,
             }  # fmt: skip
             for name, value in fields.items():
                 await self._write(name, value)

@@ -123,6 +123,10 @@ def test_station_pieces_agree(tmp_path):
         mounts = {m["name"]: m for m in c["volumeMounts"]}
         assert cfg.outbox.path.startswith(mounts["state"]["mountPath"] + "/")
         assert mounts["registry"]["readOnly"] is True
+        # The model is the line's roll-out, in the registry the pod mounts.
+        line = ds["metadata"]["labels"]["inspector.io/line"]
+        assert cfg.model.path == f"registry:{line}@stable"
+        assert cfg.model.registry == mounts["registry"]["mountPath"]
         # Camera access through the device plugin, requested and limited alike.
         res = c["resources"]
         assert res["requests"]["squat.ai/video"] == res["limits"]["squat.ai/video"] == "1"

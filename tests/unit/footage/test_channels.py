@@ -100,6 +100,10 @@ def test_assign_follows_the_share(registry):
         a = ch.assign(state, sid)
         assert (a.version, a.channel) == ((2, "canary") if ch.bucket(sid) < 20 else (1, "stable"))
         assert ch.assign(state, sid, "shadow") == ch.Assignment(3, "shadow", state["revision"])
+        assert ch.assign(state, sid, "canary") == ch.Assignment(2, "canary", state["revision"])
+    ch.rollback(registry, "line1")
+    state = ch.read_state(registry, "line1")
+    assert ch.assign(state, "st-1", "canary") == ch.Assignment(1, "stable", state["revision"])
 
 
 def test_corrupt_state_is_an_error(registry):
@@ -116,11 +120,11 @@ def test_parse_ref():
     assert str(parse_ref("registry:line1@stable")) == "registry:line1@stable"
     assert parse_ref("registry:line1@v3").version == 3
     assert parse_ref("registry:line1@shadow").follow == "shadow"
+    assert parse_ref("registry:line1@canary").follow == "canary"
     for bad, msg in (
         ("registry:line1", "expected registry:LINE@stable"),
-        ("registry:line1@canary", "follows @stable"),
         ("registry:../x@stable", "line"),
-        ("registry:line1@latest", "expected a number"),
+        ("registry:line1@latest", "give stable, canary, shadow or a version"),
     ):
         with pytest.raises(ValueError, match=msg):
             parse_ref(bad)

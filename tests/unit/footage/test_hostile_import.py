@@ -280,6 +280,8 @@ def test_generated_voc_files_give_records_or_counted_skips(tmp_path, nums, name)
         f"<ymin>{y0}</ymin><xmax>{x1}</xmax><ymax>{y1}</ymax></bndbox></object></annotation>"
     )
     (folder / "b.xml").write_text("<annotation><filename>b.png</filename></annotation>")
+    for image in ("a.png", "b.png"):
+        (folder / image).touch()
     skips = []
     recs = read_voc(folder, skips=skips)
     assert len(recs) + len(skips) == 2 and recs[-1].image.name == "b.png"

@@ -199,6 +199,10 @@
     for (const d of list) {
       if (d.review && !state.review.find((r) => r.id === d.id)) state.review.unshift(d);
     }
+    const last = list[list.length - 1];
+    if (last && last.model_version && state.info) {  // a promotion or rollback reached us
+      showModel(last.model_sha256 || "", last.model_version, last.model_channel);
+    }
     state.review = state.review.slice(0, MAX_ROWS);
     scheduleRender();
   }
@@ -252,10 +256,17 @@
     }));
   }
 
+  // The model line: sha256 and backend, and for a registry model its version and channel.
+  function showModel(sha, version, channel) {
+    const m = state.info.model;
+    $("model").textContent = sha.slice(0, 12) + " " + m.backend
+      + (version ? " " + version + " (" + channel + ")" : "");
+  }
+
   function onHello(h) {
     state.info = h.info;
     $("station").textContent = h.info.station;
-    $("model").textContent = h.info.model.sha256.slice(0, 12) + " " + h.info.model.backend;
+    showModel(h.info.model.sha256, h.info.model.version, h.info.model.channel);
     $("model").title = h.info.model.path;
     document.title = h.info.station + ": inspector console";
     state.parts.clear(); state.order = []; state.review = h.review;
