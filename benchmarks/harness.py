@@ -23,7 +23,7 @@ import platform
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -295,6 +295,38 @@ def write_section(
 
     write_atomic(doc, text)
     return doc
+
+
+def report_recorded(
+    folder: Path,
+    study: str,
+    title: str,
+    report: Callable[[list[dict]], str],
+    args: argparse.Namespace,
+) -> int:
+    """The ``record``/``report`` verbs' common end, for a study that records finished runs:
+    rewrite its section from every result of ``study`` saved in ``folder``.
+
+    :param report: the section's markdown from the saved results' data.
+    :param args: the parsed command line (``verb``, ``no_write``, ``doc``).
+    :returns: the exit status (2 when nothing is recorded).
+    """
+    results = [s.data for s in load_results(folder, study)]
+    if not results:
+        print("no recorded runs", file=sys.stderr)
+        return 2
+    body = report(results)
+    print(body)
+    if not args.no_write:
+        write_section(
+            study,
+            title,
+            body,
+            command=f"python -m benchmarks.studies.{study} report",
+            doc=args.doc,
+            keep_measured=args.verb == "report",
+        )
+    return 0
 
 
 def table(header: list[str], rows: list[list[object]]) -> str:

@@ -70,13 +70,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the process exit status."""
+    from inspector.threads import preset_environment
+
+    preset_environment(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    level = getattr(logging, str(args.log_level).upper(), logging.WARNING)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if isinstance(level, int) and level <= logging.WARNING:
+        # Progress lines (when no bar is drawn) show at the default level.
+        logging.getLogger("inspector.progress").setLevel(min(level, logging.INFO))
     try:
+        libraries = getattr(args, "thread_libraries", None)
+        if libraries:  # before the verb imports torch, numpy's BLAS users, ONNX Runtime
+            from inspector.threads import configure
+
+            configure(getattr(args, "threads", None), torch=libraries == "torch")
         rc = args.func(args)
     except InspectorError as exc:
         print(f"inspector: error: {one_line(str(exc))}", file=sys.stderr)

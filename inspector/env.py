@@ -36,6 +36,22 @@ def resolve_profile(profile: str | Profile) -> Profile:
     return profile if isinstance(profile, Profile) else load_profile(str(profile))
 
 
+def env_spaces(profile: Profile) -> tuple[spaces.Dict, spaces.MultiDiscrete]:
+    """The env's observation and action spaces (what a policy network is built from).
+
+    :param profile: the reward profile (its scan settings and classes).
+    """
+    shapes = observation_shapes(profile.scan)
+    observation = spaces.Dict(
+        {
+            "glimpse": spaces.Box(0, 255, shapes["glimpse"], dtype=np.uint8),
+            "overview": spaces.Box(0, 255, shapes["overview"], dtype=np.uint8),
+            "state": spaces.Box(-1.0, 1.0, shapes["state"], dtype=np.float32),
+        }
+    )
+    return observation, spaces.MultiDiscrete([len(ACTIONS), len(profile.classes)])
+
+
 class FrameSource:
     """Frames for episodes: random access when the driver supports it, else a stream.
 
@@ -133,15 +149,7 @@ class InspectionEnv(gym.Env):
         self.outcome_weight = p.rrm.outcome_weight
         self.process_weight = p.rrm.process_weight
         self.scanner = Scanner(p.scan, p.step_budget)
-        shapes = observation_shapes(p.scan)
-        self.observation_space = spaces.Dict(
-            {
-                "glimpse": spaces.Box(0, 255, shapes["glimpse"], dtype=np.uint8),
-                "overview": spaces.Box(0, 255, shapes["overview"], dtype=np.uint8),
-                "state": spaces.Box(-1.0, 1.0, shapes["state"], dtype=np.float32),
-            }
-        )
-        self.action_space = spaces.MultiDiscrete([len(ACTIONS), len(p.classes)])
+        self.observation_space, self.action_space = env_spaces(p)
         self.frame: Frame | None = None
         self._episode: EpisodeContext | None = None
         self._label_idx = -1

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from inspector.imageio import to_gray
+
 
 @dataclass(frozen=True)
 class Box:
@@ -80,12 +82,7 @@ class Frame:
     @property
     def gray(self) -> np.ndarray:
         """The image as a 2-D uint8 array (converted from BGR when needed)."""
-        img = self.image
-        if img.ndim == 2:
-            return img
-        import cv2
-
-        return cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+        return to_gray(self.image)
 
     @property
     def shape(self) -> tuple[int, int]:

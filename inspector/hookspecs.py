@@ -32,7 +32,7 @@ def register_reward_terms(register: Callable[..., None]) -> None:
 
 @hookspec
 def register_camera_drivers(register: Callable[..., None]) -> None:
-    """Register camera drivers that ``--camera``/``--driver`` can name.
+    """Register camera drivers that ``--camera`` can name.
 
     Called once when the plugin manager is built.
 

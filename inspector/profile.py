@@ -183,6 +183,15 @@ class Profile:
         """Whether no class is defect-free (``ok_class: none``)."""
         return self.ok_class is None
 
+    def term_weights(self) -> dict[str, float]:
+        """Each term's channel weight (``rrm.outcome_weight`` or ``rrm.process_weight``),
+        by term name, in profile order: what a term's value counts for in the reward."""
+        rrm = self.rrm
+        return {
+            t.term: rrm.outcome_weight if t.channel == OUTCOME else rrm.process_weight
+            for t in self.terms
+        }
+
     def build_terms(self, plugins: Any = None) -> list[RewardTerm]:
         """Instantiate the terms (once per environment), in profile order."""
         from inspector.plugins import get_plugins

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,9 @@ def plot_eval(result: Mapping[str, Any], kept: list, out: Path) -> None:
         for j in range(conf.shape[1]):
             ax.text(j, i, str(conf[i, j]), ha="center", va="center", fontsize=8)
     ax.set_title(f"acc {result['accuracy']:.2f}, bal {result['balanced_accuracy']:.2f}")
+    frames = result.get("eval_frames") or result.get("frames")
+    if frames:  # a figure names its frames: source, split, count, what they are to the model
+        fig.suptitle(textwrap.fill(frames["about"], 110), fontsize=8)
     cols = max(1, (n_ex + 1) // 2)
     scan = result.get("scan") or {}
     levels, glimpse = int(scan.get("zoom_levels", 3)), int(scan.get("glimpse", 32))

@@ -104,10 +104,9 @@ def part_latency(
     :param max_s: stop early after this many seconds (at least 20 parts are timed).
     """
     from inspector.policy.agent import run_episode
-    from inspector.profile import ScanSettings
     from inspector.scan import Scanner
 
-    scanner = Scanner(ScanSettings(**dict(policy.meta.scan)), budget)
+    scanner = Scanner.from_metadata(policy.meta, budget)
     for img in images[:10]:  # warm up: the first parts run measurably slower
         run_episode(policy, scanner, img, budget)
     lat: list[float] = []

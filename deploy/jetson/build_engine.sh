@@ -20,10 +20,8 @@ usage() {
   sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
 }
 
-die() {
-  echo "build_engine.sh: error: $*" >&2
-  exit 2
-}
+# shellcheck source=deploy/jetson/common.sh disable=SC1091
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 onnx=""
 out=""
@@ -89,16 +87,6 @@ for n in "$workspace_mb" "$min_batch" "$opt_batch" "$max_batch"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$n'"
 done
 case "$builder" in trtexec | python) ;; *) die "--builder must be trtexec or python" ;; esac
-
-# Print (dry run) or run one command.
-run() {
-  if [[ $dry_run -eq 1 ]]; then
-    printf '%q ' "$@"
-    printf '\n'
-  else
-    "$@"
-  fi
-}
 
 batch_args=(--min-batch "$min_batch" --opt-batch "$opt_batch" --max-batch "$max_batch")
 

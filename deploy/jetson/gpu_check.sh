@@ -10,10 +10,8 @@
 # Run it from the repository root. --dry-run prints the commands instead.
 set -euo pipefail
 
-die() {
-  echo "gpu_check.sh: error: $*" >&2
-  exit 2
-}
+# shellcheck source=deploy/jetson/common.sh disable=SC1091
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 onnx=""
 python="${PYTHON:-python3}"
@@ -38,15 +36,6 @@ done
 [[ -z "$onnx" || -f "$onnx" ]] || die "$onnx: no such ONNX file"
 [[ -f tests/unit/test_tensorrt.py ]] || die "run me from the repository root"
 [[ -n "$workdir" ]] || workdir="${TMPDIR:-/tmp}/inspector-gpu-check"
-
-run() {
-  if [[ $dry_run -eq 1 ]]; then
-    printf '%q ' "$@"
-    printf '\n'
-  else
-    "$@"
-  fi
-}
 
 if [[ $dry_run -eq 0 ]]; then
   if command -v nvidia-smi >/dev/null 2>&1; then

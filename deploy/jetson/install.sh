@@ -10,10 +10,8 @@
 # --dry-run prints the commands instead of running them (no root needed).
 set -euo pipefail
 
-die() {
-  echo "install.sh: error: $*" >&2
-  exit 2
-}
+# shellcheck source=deploy/jetson/common.sh disable=SC1091
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 src="$(cd -- "$here/../.." && pwd)"
@@ -47,15 +45,6 @@ STATION_REQUIREMENTS=(
   "onnxruntime>=1.18"
   "cuda-python>=12.6,<13"
 )
-
-run() {
-  if [[ $dry_run -eq 1 ]]; then
-    printf '%q ' "$@"
-    printf '\n'
-  else
-    "$@"
-  fi
-}
 
 if [[ $dry_run -eq 0 && $(id -u) -ne 0 ]]; then
   die "run as root (sudo), or with --dry-run to see what it would do"

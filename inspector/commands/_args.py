@@ -3,8 +3,45 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 from inspector.errors import InspectorError
+
+
+def deprecated(old: str, new: str) -> None:
+    """Say on stderr that ``old`` still works but ``new`` is the spelling to write."""
+    print(f"inspector: note: {old} is deprecated; write {new}", file=sys.stderr)
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old flag that stores into the new one's ``dest`` and says so on stderr.
+
+    :param instead: the spelling to write now (``--camera NAME``).
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, instead: str, **kw: Any):
+        super().__init__(option_strings, dest, **kw)
+        self.instead = instead
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        deprecated(f"{option_string} {values}", self.instead.replace("NAME", str(values)))
+        setattr(namespace, self.dest, values)
+
+
+class RepeatedParam(argparse.Action):
+    """``--param KEY=VALUE``, once per flag (as every verb spells it); the older
+    ``--param a=1 b=2`` of ``camera probe`` still works, with a note on stderr."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        values = list(values)
+        if len(values) > 1:
+            deprecated(
+                f"{option_string} {' '.join(values)}",
+                " ".join(f"{option_string} {v}" for v in values) + " (one per flag)",
+            )
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *values])
 
 
 def _int(text: str, least: int, what: str) -> int:
@@ -38,6 +75,32 @@ def label_map(text: str | None) -> dict[str, str]:
             raise InspectorError(f"--label-map expects old:new[,old:new...], got {text!r}")
         out[k.strip()] = v.strip()
     return out
+
+
+def add_threads_argument(p: argparse.ArgumentParser, libraries: str = "torch") -> None:
+    """``--threads N``: the thread count of every library's pool (see :mod:`inspector.threads`).
+
+    :param libraries: ``torch`` for verbs that train or evaluate in torch; ``onnx`` for
+        those that run exported graphs only (the station: torch is not imported for it).
+    """
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        metavar="N",
+        help="threads of torch, OpenMP, OpenCV and ONNX Runtime (default: $INSPECTOR_THREADS, "
+        "else $OMP_NUM_THREADS, else the cores this process may use)",
+    )
+    p.set_defaults(thread_libraries=libraries)
+
+
+def add_progress_argument(p: argparse.ArgumentParser) -> None:
+    """``--no-progress``: no bar, a progress line every 30 s (:mod:`inspector.train.watch`)."""
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar: a progress line every 30 s instead (also when stderr is not a "
+        "terminal)",
+    )
 
 
 def fraction(text: str) -> float:

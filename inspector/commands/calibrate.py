@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from inspector.commands._args import default_store_split, fraction, positive_int
+from inspector.commands._args import (
+    add_threads_argument,
+    default_store_split,
+    fraction,
+    positive_int,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,8 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--episodes",
         type=positive_int,
-        default=100_000,
-        help="parts to inspect (default: all of a folder; synthetic: give a number)",
+        help="parts to inspect (default: every frame of a finite source once, as eval; "
+        "100 synthetic panels)",
     )
     goal = p.add_mutually_exclusive_group()
     goal.add_argument(
@@ -50,6 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="fewest false alarms with at least this defect recall (e.g. 0.95)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the choice, store nothing")
+    add_threads_argument(p)
     p.set_defaults(func=run_calibrate)
 
 

@@ -1,6 +1,6 @@
 """``inspector camera``: look at what a camera driver delivers.
 
-``camera probe --driver NAME [--param KEY=VALUE ...] [--frames N] [--sheet OUT.png]``
+``camera probe --camera NAME [--param KEY=VALUE ...] [--frames N] [--sheet OUT.png]``
 reads N frames, prints frames read, frames skipped (with reasons) and
 frames/s, and writes a contact sheet with the defect masks outlined.
 ``camera list`` names the registered drivers and their parameters.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inspector.commands._args import positive_int
+from inspector.commands._args import DeprecatedAlias, RepeatedParam, positive_int
 from inspector.errors import CameraError, InspectorError
 from inspector.frames import Frame
 
@@ -49,14 +49,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "and frames/s, and optionally write a contact sheet PNG with masks outlined."
         ),
     )
-    probe.add_argument("--driver", required=True, help="driver name (see 'camera list')")
+    probe.add_argument(
+        "--camera", dest="driver", metavar="NAME", help="camera driver (see 'camera list')"
+    )
+    probe.add_argument(  # the spelling before --camera; it still works, with a note
+        "--driver", dest="driver", action=DeprecatedAlias, instead="--camera NAME",
+        help=argparse.SUPPRESS,
+    )  # fmt: skip
     probe.add_argument(
         "--param",
-        action="extend",
+        action=RepeatedParam,
         nargs="+",
         default=[],
         metavar="KEY=VALUE",
-        help="driver parameter; repeat the flag or give several (e.g. --param size=512 seed=3)",
+        help="driver parameter; repeat the flag for each (--param size=512 --param seed=3)",
     )
     probe.add_argument(
         "--frames", type=positive_int, default=16, help="frames to read (default 16)"
@@ -91,9 +97,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    """Read ``--frames`` frames from ``--driver`` and report (see the module docstring)."""
+    """Read ``--frames`` frames from ``--camera`` and report (see the module docstring)."""
     from inspector.camera import open_camera, parse_params
 
+    if not args.driver:
+        raise InspectorError("camera probe needs --camera NAME (see 'camera list')")
     params = parse_params(args.param)
     cam = open_camera(args.driver, params)
     frames: list[Frame] = []

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from inspector.commands._args import positive_int
+from inspector.commands._args import add_threads_argument, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--camera", help="camera for the parity observations (default: the run's)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    add_threads_argument(p)
     p.set_defaults(func=run_export)
 
 

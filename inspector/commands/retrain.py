@@ -9,7 +9,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from inspector.commands._args import label_map, positive_int
+from inspector.commands._args import (
+    add_progress_argument,
+    add_threads_argument,
+    label_map,
+    positive_int,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -53,7 +58,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--label-map", help="rename store labels for the profile, old:new,...")
     p.add_argument("--seed", type=int, help="random seed (overrides the config)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_argument(p)
+    add_threads_argument(p)
     p.set_defaults(func=run_retrain)
     return p
 
@@ -69,6 +75,9 @@ def run_retrain(args: argparse.Namespace) -> int:
     cfg = TrainConfig.load(args.config) if args.config else TrainConfig()
     if args.seed is not None:
         cfg = cfg.replace(seed=args.seed)
+    note = cfg.minibatch()[1]
+    if note:
+        print(f"retrain: note: {note}")
     report = retrain(
         args.footage,
         args.base,
@@ -81,13 +90,7 @@ def run_retrain(args: argparse.Namespace) -> int:
         label_map=label_map(args.label_map),
         progress=not args.no_progress,
     )
-    view = report["comparison_view"]
-    b, c = report["base_metrics"][view], report["candidate_metrics"][view]
-    print(f"retrain: {report['initialisation']}")
-    shown = "per-class" if view == "full" else "ok vs defect"
-    print(f"held-out frames: {report['heldout_frames']} ({shown})")
-    for k in ("accuracy", "balanced_accuracy", "defect_recall", "false_alarm_rate"):
-        print(f"  {k:<18} base {_f(b.get(k))}  candidate {_f(c.get(k))}")
+    print_comparison(report)
     if report["promoted"]:
         v = report.get("registry_version")
         print(f"promoted: {report['onnx']}" + (f" -> registry version {v}" if v else ""))
@@ -95,6 +98,37 @@ def run_retrain(args: argparse.Namespace) -> int:
         print("not promoted: " + "; ".join(report["gate"]["reasons"]))
     print(f"report: {Path(args.out) / 'retrain_report.json'}")
     return 0 if report["promoted"] else 1
+
+
+def print_comparison(report: dict) -> None:
+    """Base against candidate on the held-out frames: the gate's figures, each class's
+    recall, and the parts whose verdict was forced at the step budget."""
+    from inspector.train.evaluate import forced_line
+
+    view = report["comparison_view"]
+    be, ce = report["base_metrics"], report["candidate_metrics"]
+    b, c = be[view], ce[view]
+    print(f"retrain: {report['initialisation']}")
+    judged = ce.get("judged") or {}
+    print(f"held-out: {judged.get('about', str(report['heldout_frames']) + ' frames')}")
+    shown = "per-class" if view == "full" else "ok vs defect"
+    print(f"  compared {shown} (the gate's view)")
+    for k in ("accuracy", "balanced_accuracy", "defect_recall", "false_alarm_rate"):
+        print(f"  {k:<18} base {_f(b.get(k))}  candidate {_f(c.get(k))}")
+    bf, cf = be.get("full") or {}, ce.get("full") or {}
+    classes = cf.get("classes") or bf.get("classes") or []
+    if classes:
+        print("  recall per class (truth -> declared the same class):")
+    for cls in classes:
+        br = (bf.get("per_class_recall") or {}).get(cls)
+        cr = (cf.get("per_class_recall") or {}).get(cls)
+        note = "" if bf else " (the base has other classes)"
+        print(f"    {cls:<16} base {_f(br)}  candidate {_f(cr)}{note}")
+    for who, ev in (("base", be), ("candidate", ce)):
+        line = forced_line(ev[view])
+        if line:
+            named = ", ".join(ev.get("forced_parts", [])[:5])
+            print(f"  {who}: {line}" + (f" (e.g. {named})" if named else ""))
 
 
 def _f(v: float | None) -> str:

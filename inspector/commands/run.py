@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 
-from inspector.commands._args import positive_int
+from inspector.commands._args import add_threads_argument, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--station-id", metavar="ID", help="station id")
     p.add_argument("--footage", metavar="DIR", help="footage folder (turns recording on)")
     p.add_argument("--no-mqtt", action="store_true", help="do not publish; keep the outbox")
+    add_threads_argument(p, "onnx")
     p.set_defaults(func=run_run)
 
 
@@ -38,6 +40,8 @@ def run_run(args: argparse.Namespace) -> int:
     from inspector.camera import parse_params
     from inspector.station.config import apply_overrides, load_station_config
     from inspector.station.loop import run_station
+    from inspector.threads import ENV as THREADS_ENV
+    from inspector.threads import resolve as resolve_threads
 
     cfg = load_station_config(args.config)
     cfg = apply_overrides(
@@ -51,6 +55,9 @@ def run_run(args: argparse.Namespace) -> int:
         footage=args.footage,
         no_mqtt=args.no_mqtt,
     )
+    plan = resolve_threads(args.threads)
+    if plan.source in ("--threads", THREADS_ENV):  # they beat the config's model.threads
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, threads=plan.count))
     # The global --log-level wins when given; otherwise the station's log_level applies.
     if str(getattr(args, "log_level", "WARNING")).upper() == "WARNING":
         logging.getLogger().setLevel(str(cfg.log_level).upper())

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from inspector.commands._args import default_store_split, fraction, positive_int
+from inspector.commands._args import (
+    add_progress_argument,
+    add_threads_argument,
+    default_store_split,
+    fraction,
+    positive_int,
+)
 from inspector.commands._members import add_members_arguments
 
 
@@ -67,10 +74,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--n-envs", type=positive_int, help="parallel environments (overrides the config)"
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_argument(p)
+    add_threads_argument(p)
     add_members_arguments(p)
     p.set_defaults(func=run_train)
+    _add_eval_parser(sub)
 
+
+def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser(
         "eval",
         help="evaluate a model (.zip run, .onnx or .engine)",
@@ -84,10 +95,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--param", action="append", default=[], metavar="KEY=VALUE", help="driver parameter"
     )
     e.add_argument(
-        "--episodes", type=positive_int, default=100, help="parts to inspect (default 100)"
+        "--episodes",
+        type=positive_int,
+        help="parts to inspect (default: every frame of a finite source once, e.g. a split or "
+        "a footage store; 100 synthetic panels)",
     )
     e.add_argument("--json", help="write the metrics as JSON here")
     e.add_argument("--plot", help="write the confusion matrix and glimpse paths here (PNG)")
+    add_threads_argument(e)
     e.set_defaults(func=run_eval)
 
 
@@ -127,6 +142,7 @@ def run_train(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise InspectorError(str(exc)) from None
     timesteps = args.timesteps or preset.timesteps
+    notes = [*notes, *filter(None, [cfg.minibatch()[1]])]
     recipe = presets.describe(preset, cfg)
     if args.config and args.preset is None:
         recipe = {**recipe, "name": "config", "about": f"the config file {args.config} alone"}
@@ -170,15 +186,31 @@ def print_report(r: dict) -> None:
         )
     elif op:
         print(f"operating point: {op['why']}")
-    if "ok_class" in r and r["ok_class"] is None:
-        # Classification only: no false alarms to count, so per-class recall instead.
-        recall = r.get("per_class_recall") or {}
-        print("per-class recall: " + ", ".join(f"{c} {_f(v)}" for c, v in recall.items()))
+    from inspector.train.evaluate import forced_line
+
+    frames = r.get("eval_frames") or {}
+    print(f"eval on {frames.get('about', str(r['episodes']) + ' parts')}:")
     print(
-        f"eval ({r['episodes']} parts, ok bias {r.get('ok_bias', 0.0):+.2f}): accuracy "
+        f"  ok bias {r.get('ok_bias', 0.0):+.2f}: accuracy "
         f"{r['accuracy']:.3f}, balanced {r['balanced_accuracy']:.3f}, "
         f"mean steps {r['mean_steps']:.1f}, native share {r['native_share']:.2f}"
     )
+    if "ok_class" in r and r["ok_class"] is None:
+        # Classification only: no false alarms to count, so per-class recall instead.
+        recall = r.get("per_class_recall") or {}
+        print("  per-class recall: " + ", ".join(f"{c} {_f(v)}" for c, v in recall.items()))
+    if forced_line(r):
+        print(f"  {forced_line(r)}")
+    if frames.get("camera") == "synthetic":
+        print(
+            "  for a held-out figure: inspector eval RUN --camera synthetic --param seed=S "
+            "(another seed than training's and validation's)"
+        )
+    elif not frames.get("held_out"):
+        print(
+            "  for a held-out figure: inspector eval RUN --camera ... --param split=test "
+            "(frames never trained or chosen on)"
+        )
 
 
 def _f(v: float | None) -> str:
@@ -191,20 +223,32 @@ def run_eval(args: argparse.Namespace) -> int:
     from inspector.train.evaluate import evaluate, write_report
     from inspector.train.torch_policy import load_any_policy
 
-    if args.episodes < 1:
+    if args.episodes is not None and args.episodes < 1:
         raise InspectorError(f"--episodes must be positive, got {args.episodes}")
     default_store_split(args, "eval", "heldout", "frames no model was trained or chosen on",
                         err=True)  # fmt: skip
     from inspector.train.distill import ensemble_policy, is_ensemble_dir
+    from inspector.train.evaluate import forced_line, trained_source
 
     if is_ensemble_dir(args.model):  # train --members' ensemble: its members in torch
         policy = ensemble_policy(args.model)
     else:
         policy = load_any_policy(args.model)
-    result, kept = evaluate(policy, args.camera, parse_params(args.param), args.episodes, keep=6)
+    run_dir = Path(args.model) if Path(args.model).is_dir() else Path(args.model).parent
+    result, kept = evaluate(
+        policy,
+        args.camera,
+        parse_params(args.param),
+        args.episodes,
+        keep=6,
+        trained_on=trained_source(run_dir),
+    )
     result["model"] = str(args.model)
     result["backend"] = policy.backend
     result["scan"] = dict(policy.meta.scan)
+    print(f"eval: judged {result['frames']['about']}", file=sys.stderr)
+    if forced_line(result):
+        print(f"eval: {forced_line(result)}", file=sys.stderr)
     if args.json:
         write_report(result, kept, Path(args.json), Path(args.plot) if args.plot else None)
     elif args.plot:
@@ -231,5 +275,7 @@ def run_eval(args: argparse.Namespace) -> int:
             summary.pop(k)
         summary["classification_only"] = True
         summary["per_class_recall"] = result["per_class_recall"]
+    summary["forced_verdicts"] = result["forced_verdicts"]["count"]
+    summary["frames"] = {k: result["frames"][k] for k in ("role", "split", "count", "about")}
     print(json.dumps(summary))
     return 0

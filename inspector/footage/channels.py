@@ -30,13 +30,13 @@ import json
 import os
 import re
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from inspector.errors import FootageError
+from inspector.files import write_atomic
 
 CHANNELS = ("stable", "canary", "shadow")
 #: The canary's steps, in % of a line's stations.
@@ -167,12 +167,7 @@ def _locked(lock: Path) -> Iterator[None]:
 
 
 def _write_state(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(state, indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(state, indent=2) + "\n")
 
 
 def history(root: str | Path, line: str) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ from inspector.annotations import (
     manifest_in,
     read_coco,
     read_manifest,
+    read_voc,
     read_voc_file,
     relabel,
     scan_classes,
@@ -187,26 +188,24 @@ def _need_dir(src: Path, fmt: str) -> None:
 
 
 def _voc_records(src: Path, images_root: Path | None, report: ImportReport) -> list[Record]:
-    """VOC files one by one, so that one broken XML is reported and skipped, not fatal."""
-    if src.is_file():
-        files = [src]
-    elif src.is_dir():
+    """VOC files one by one, so that one broken XML is reported and skipped, not fatal.
+
+    A folder may hold the XML files or be a VOC dataset (``Annotations/`` beside
+    ``JPEGImages/``).
+    """
+    if src.is_dir():
         ann = src / "Annotations"
         if not any(src.glob("*.xml")) and ann.is_dir():
             images_root = images_root if images_root is not None else src / "JPEGImages"
             src = ann
-        files = sorted(src.glob("*.xml"))
-        if not files:
-            raise FootageError(f"no VOC *.xml files in {src}")
-    else:
+        return read_voc(src, images_root=images_root, skips=report.skipped)
+    if not src.is_file():
         raise FootageError(f"--format voc: {src} does not exist")
-    out = []
-    for f in files:
-        try:
-            out.append(read_voc_file(f, images_root=images_root))
-        except FootageError as exc:
-            report.skipped.append((str(f), str(exc).removeprefix(f"{f}: ")))
-    return out
+    try:
+        return [read_voc_file(src, images_root=images_root)]
+    except FootageError as exc:
+        report.skipped.append((str(src), str(exc).removeprefix(f"{src}: ")))
+        return []
 
 
 def _station_items(src: Path, report: ImportReport) -> list[_Item]:

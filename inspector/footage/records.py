@@ -8,19 +8,17 @@ the index row as a :class:`FrameRecord`, and the order of label sources. Split f
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from inspector.errors import FootageError
 from inspector.files import sha256_bytes
+from inspector.files import write_atomic as write_atomic  # the store's writes go through it
 from inspector.frames import Box
 
 #: Where a label came from, weakest first: a later, stronger source may replace it.
@@ -95,24 +93,6 @@ def encode_png(image: np.ndarray) -> bytes:
     if not ok:
         raise FootageError("PNG encoding failed")
     return buf.tobytes()
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename.
-
-    A reader (or a crash) sees the old file or the whole new one, never half of it.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".tmp-{uuid.uuid4().hex}{path.suffix}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def frame_relpath(frame_id: str, suffix: str = ".png") -> str:

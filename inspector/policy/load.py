@@ -10,7 +10,7 @@ from inspector.policy.base import Policy
 REFUSED = (".zip", ".pkl", ".pickle", ".pt", ".pth")
 
 
-def load_policy(path: str | Path, *, threads: int = 1) -> Policy:
+def load_policy(path: str | Path, *, threads: int | None = 1) -> Policy:
     """Load an exported policy by path: ``.onnx`` (ONNX Runtime), ``.engine``/``.plan`` (TensorRT).
 
     Trained ``.zip`` models and run directories are refused: stations never unpickle a
@@ -18,6 +18,8 @@ def load_policy(path: str | Path, *, threads: int = 1) -> Policy:
     :func:`inspector.train.torch_policy.load_any_policy` (the policy layer never
     imports the trainer).
 
+    :param threads: ONNX Runtime's intra-op threads (None: :func:`inspector.threads.current`;
+        0: its own default).
     :raises ModelError: unknown kind, missing file, or a trained torch model.
     """
     p = Path(path)

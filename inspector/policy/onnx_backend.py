@@ -42,12 +42,15 @@ class OrtPolicy(Policy):
 
     :param path: the ONNX file.
     :param providers: execution providers; default: TensorRT and CUDA when present, then CPU.
-    :param threads: intra-op threads (0: ONNX Runtime's default).
+    :param threads: intra-op threads (0: ONNX Runtime's default; None: the product's count,
+        :func:`inspector.threads.current`).
     """
 
     backend = "onnxruntime"
 
-    def __init__(self, path: str | Path, providers: list[str] | None = None, threads: int = 1):
+    def __init__(
+        self, path: str | Path, providers: list[str] | None = None, threads: int | None = 1
+    ):
         ort = _ort()
         self.path = Path(path)
         if not self.path.is_file():
@@ -56,10 +59,9 @@ class OrtPolicy(Policy):
         if providers is None:
             preferred = ["TensorrtExecutionProvider", "CUDAExecutionProvider"]
             providers = [p for p in preferred if p in available] + ["CPUExecutionProvider"]
-        opts = ort.SessionOptions()
-        if threads:
-            opts.intra_op_num_threads = threads
-            opts.inter_op_num_threads = 1
+        from inspector.threads import ort_session_options
+
+        opts = ort_session_options(ort.SessionOptions(), threads)
         try:
             self.session = ort.InferenceSession(str(self.path), opts, providers=providers)
         except Exception as exc:

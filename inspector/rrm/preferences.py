@@ -97,12 +97,7 @@ def features(
     """
     names = [t.term for t in profile.terms]
     current = profile_values(profile)
-    weight = np.array(
-        [
-            profile.rrm.outcome_weight if t.channel == "outcome" else profile.rrm.process_weight
-            for t in profile.terms
-        ]
-    )
+    weight = np.array(list(profile.term_weights().values()))
     xa = np.zeros((len(prefs), len(names)))
     xb = np.zeros((len(prefs), len(names)))
     y = np.zeros(len(prefs))

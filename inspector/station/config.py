@@ -18,6 +18,7 @@ from typing import Any
 from inspector.errors import ConfigError, ModelError, StationError
 from inspector.station.console.config import ConsoleSection
 from inspector.station.mqtt import MqttConfig, MqttSettings
+from inspector.station.netaddr import is_loopback
 from inspector.station.opcua.settings import OpcuaSection
 from inspector.station.rollout import is_ref, parse_ref
 from inspector.station.shadow import ShadowSection
@@ -28,18 +29,6 @@ TRIGGER_MODES = ("free-run", "mqtt", "opcua")
 #: Backends ``model.backend`` may name (``auto``: from the file's suffix).
 BACKENDS = ("auto", "onnxruntime", "onnxruntime-cpu", "tensorrt")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-def _is_loopback(host: str) -> bool:
-    """Whether ``host`` only listens on this machine (127.0.0.0/8, ::1, localhost)."""
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 #: The longest station id (it names topics, the client id and every result).
@@ -339,7 +328,7 @@ class StationConfig:
             raise ValueError("trigger.mode opcua needs opcua.enabled (a PLC triggers over OPC UA)")
         if not 0 <= self.metrics_port < 65536:
             raise ValueError(f"metrics_port must be 0 (off) or a TCP port, got {self.metrics_port}")
-        if self.metrics_port and not _is_loopback(self.metrics_host):
+        if self.metrics_port and not is_loopback(self.metrics_host):
             raise ValueError(
                 f"metrics_host {self.metrics_host!r} is not a loopback address: the metrics "
                 "endpoint has no credentials, so it listens on this machine only (scrape it "

@@ -74,6 +74,11 @@ class Station(StationServices, StationStatus):
         cannot be used (before any part is taken).
     """
 
+    #: Seconds a triggered station waits for a trigger before it looks after itself
+    #: (heartbeat, status line, back-pressure) and waits again. A trigger or a stop wakes
+    #: it at once: this is not a poll of the trigger source.
+    BEAT_S = 0.2
+
     def __init__(
         self,
         config: StationConfig,
@@ -227,8 +232,14 @@ class Station(StationServices, StationStatus):
 
     # -- the loop --------------------------------------------------------------------
     def request_stop(self) -> None:
-        """Finish the current part and stop (safe from a signal handler)."""
+        """Finish the current part and stop (safe from a signal handler).
+
+        A loop waiting for a trigger is woken, not left to its next beat.
+        """
         self._stop.set()
+        for source in (self.publisher, self.opcua):
+            if source is not None:
+                source.wake()
 
     @property
     def stopping(self) -> bool:
@@ -259,7 +270,7 @@ class Station(StationServices, StationStatus):
                     continue
                 if self.cfg.trigger.mode in ("mqtt", "opcua"):
                     source = self.publisher if self.cfg.trigger.mode == "mqtt" else self.opcua
-                    trig = source.next_trigger(timeout=0.2) if source else None
+                    trig = source.next_trigger(timeout=self.BEAT_S) if source else None
                     if trig is not None:
                         self.step(trig)
                 else:

@@ -80,7 +80,7 @@ def ppo_kwargs(cfg: TrainConfig, n_classes: int | None = None) -> dict[str, Any]
     """
     return {
         "n_steps": cfg.n_steps,
-        "batch_size": cfg.batch_size,
+        "batch_size": cfg.minibatch()[0],  # the commands print the note when it differs
         "n_epochs": cfg.n_epochs,
         "gamma": cfg.gamma,
         "gae_lambda": cfg.gae_lambda,

@@ -41,11 +41,13 @@ def choose_operating_point(
     policy: Policy,
     camera: str,
     params: Mapping[str, Any],
-    episodes: int,
+    episodes: int | None,
     objective: str = "balanced",
     target: float | None = None,
 ) -> Calibration:
     """Run ``policy`` once on ``episodes`` labelled parts and choose its ok bias.
+
+    ``episodes`` None: every frame of a finite source, once (100 synthetic panels).
 
     :raises InspectorError: the model has no ok class (classification only).
     """

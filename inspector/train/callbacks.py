@@ -1,8 +1,8 @@
-"""The run's SB3 callback: progress bar, per-term TensorBoard means, checkpoints."""
+"""The run's SB3 callbacks: progress lines (:mod:`inspector.train.watch`), per-term
+TensorBoard means, checkpoints."""
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -13,13 +13,17 @@ from inspector.train.checkpoints import save_checkpoint
 from inspector.train.config import TrainConfig
 
 
-def run_callback(out: Path, cfg: TrainConfig, total: int, progress: bool, clock: Any = None):
-    """The callback; ``clock`` (:class:`inspector.train.phases.PhaseClock`) is flushed at
-    each checkpoint."""
+def run_callback(
+    out: Path, cfg: TrainConfig, total: int, progress: bool, clock: Any = None
+) -> list:
+    """The run's callbacks (progress first); ``clock``
+    (:class:`inspector.train.phases.PhaseClock`) is flushed at each checkpoint."""
     from stable_baselines3.common.callbacks import BaseCallback
 
+    from inspector.train.watch import progress_callback
+
     class RunCallback(BaseCallback):
-        """Progress bar, per-term TensorBoard means, checkpoints at rollout boundaries."""
+        """Per-term TensorBoard means, checkpoints at rollout boundaries."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -28,18 +32,10 @@ def run_callback(out: Path, cfg: TrainConfig, total: int, progress: bool, clock:
             self.term_sums: dict[str, float] = {}
             self.term_n = 0
             self.native = 0
-            self.t0 = time.time()
-            self.n0 = 0
             self.last_ckpt = 0
-            self.bar = None
 
         def _on_training_start(self) -> None:
-            self.n0 = self.num_timesteps
             self.last_ckpt = self.num_timesteps
-            if progress:
-                from tqdm import tqdm
-
-                self.bar = tqdm(total=total, initial=self.num_timesteps, unit="step", ncols=100)
 
         def _on_step(self) -> bool:
             for info in self.locals.get("infos", []):
@@ -50,12 +46,6 @@ def run_callback(out: Path, cfg: TrainConfig, total: int, progress: bool, clock:
                 if "correct" in info and "steps" in info:
                     self.recent.append(float(info["correct"]))
                     self.steps_recent.append(info["steps"])
-            if self.bar is not None:
-                self.bar.n = self.num_timesteps
-                rate = (self.num_timesteps - self.n0) / max(1e-6, time.time() - self.t0)
-                acc = np.mean(self.recent) if self.recent else float("nan")
-                self.bar.set_postfix_str(f"{rate:.0f} steps/s, acc {acc:.2f}", refresh=False)
-                self.bar.update(0)
             return True
 
         def _on_rollout_start(self) -> None:
@@ -77,8 +67,6 @@ def run_callback(out: Path, cfg: TrainConfig, total: int, progress: bool, clock:
                 rec("rollout/mean_glimpses", float(np.mean(self.steps_recent)))
             self.term_sums, self.term_n, self.native = {}, 0, 0
 
-        def _on_training_end(self) -> None:
-            if self.bar is not None:
-                self.bar.close()
-
-    return RunCallback()
+    # The progress callback first: its timing then leaves out the others' checks.
+    procs = 1 + (cfg.n_envs if cfg.vec_env == "subproc" and cfg.n_envs > 1 else 0)
+    return [progress_callback(out, total, progress, processes=procs), RunCallback()]

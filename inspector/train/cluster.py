@@ -42,10 +42,9 @@ RAY_RETRIES = 3
 
 def cores() -> int:
     """CPU cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    from inspector.threads import available_cores
+
+    return available_cores()
 
 
 def member_cpus(cfg: TrainConfig) -> int:
@@ -101,7 +100,12 @@ def _start(spec: Path, threads: int) -> subprocess.Popen:
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (_package_root(), env.get("PYTHONPATH", "")) if p
     )
-    env.setdefault("OMP_NUM_THREADS", str(threads))
+    # Each member gets its share of the run's threads: the parent's own count (which
+    # configure exported) would oversubscribe the cores once per member.
+    from inspector.threads import ENV, LIBRARY_ENV
+
+    for var in (ENV, *LIBRARY_ENV):
+        env[var] = str(threads)
     logf = open(spec.parent / "train.log", "ab")  # noqa: SIM115 (handed to the child)
     try:
         return subprocess.Popen(
@@ -126,9 +130,13 @@ def _log_tail(spec: Path, n: int = 8) -> str:
 def run_local(specs: Sequence[Path], parallel: int) -> None:
     """Run the specs as local processes, ``parallel`` at a time, each retried on failure."""
     from inspector.train.member_run import is_done
+    from inspector.train.watch import MembersProgress
 
     todo = [Path(s) for s in specs if not is_done(Path(s).parent)]
-    threads = max(1, cores() // max(1, parallel))
+    lines = MembersProgress()  # the members log to their own train.log files
+    from inspector.threads import current
+
+    threads = max(1, current() // max(1, parallel))
     running: dict[Path, subprocess.Popen] = {}
     failures: dict[Path, int] = {}
     try:
@@ -140,6 +148,7 @@ def run_local(specs: Sequence[Path], parallel: int) -> None:
                 )
                 running[spec] = _start(spec, threads)
             time.sleep(0.5)
+            lines.poll([s.parent for s in running])
             for spec, proc in list(running.items()):
                 rc = proc.poll()
                 if rc is None:

@@ -219,6 +219,26 @@ class TrainConfig:
         if self.w_rl + self.w_sl + self.w_kd <= 0:
             raise ValueError("w_rl + w_sl + w_kd must be positive")
 
+    def minibatch(self) -> tuple[int, str | None]:
+        """The PPO minibatch that fits a rollout of ``n_steps * n_envs`` steps, and a note
+        when it is not ``batch_size``.
+
+        SB3 warns (and trains a truncated minibatch) when the rollout is not a multiple
+        of the batch: a batch larger than the rollout shrinks to the rollout, one that
+        does not divide it to the largest size below it that does.
+        """
+        rollout = self.n_steps * self.n_envs
+        batch = min(self.batch_size, rollout)
+        while rollout % batch:
+            batch -= 1
+        if batch == self.batch_size:
+            return batch, None
+        return batch, (
+            f"batch_size {self.batch_size} does not fit a rollout of n_steps {self.n_steps} x "
+            f"n_envs {self.n_envs} = {rollout} steps: PPO uses minibatches of {batch} "
+            f"(set batch_size to a divisor of {rollout} to choose)"
+        )
+
     @classmethod
     def load(cls, path: str | Path) -> TrainConfig:
         """Load from YAML (``file:line:col`` errors)."""

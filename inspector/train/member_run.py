@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import InspectorError
+from inspector.files import write_atomic
 from inspector.train.config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -92,9 +93,8 @@ class MemberSpec:
 
 
 def write_json(path: Path, doc: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    """Write ``doc`` as JSON, atomically (a coordinator polls these files)."""
+    write_atomic(path, json.dumps(doc, indent=2) + "\n")
 
 
 def read_json(path: Path, default: Any) -> Any:
@@ -244,7 +244,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m inspector.train.member_run SPEC.json", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("inspector.progress").setLevel(logging.INFO)
     try:
+        from inspector.threads import configure
+
+        configure()  # the share of threads the parent gave this member (INSPECTOR_THREADS)
         run_member(args[0])
     except InspectorError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -139,10 +139,12 @@ def with_config_file(cfg: TrainConfig, path: str | Path) -> TrainConfig:
 
     :raises InspectorError: a bad file or an invalid combination.
     """
-    import yaml
+    from inspector.errors import ConfigError
+    from inspector.yamlio.located import parse_yaml
 
-    loaded = TrainConfig.load(path)
-    keys = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    loaded = TrainConfig.load(path)  # the file's errors, located
+    node = parse_yaml(Path(path).read_bytes(), str(path), error=ConfigError)
+    keys = node.to_python() if node is not None else {}
     try:
         return cfg.replace(**{k: getattr(loaded, k) for k in keys})
     except ValueError as exc:

@@ -247,7 +247,7 @@ def train_run(
             with clock.phase("ppo"):  # the val checks during it count as theirs
                 model.learn(
                     remaining,
-                    callback=[run_callback(out, cfg, timesteps, progress, clock)]
+                    callback=run_callback(out, cfg, timesteps, progress, clock)
                     + ([sel.callback()] if sel else []),
                     reset_num_timesteps=not resuming,
                     tb_log_name="hybrid_ppo",
@@ -282,19 +282,24 @@ def evaluate_run(
     :param extra: sections added to the report (kept model, operating point, recipe).
     """
     from inspector.policy.operating_point import read_ok_bias
-    from inspector.train.evaluate import evaluate, write_report
-    from inspector.train.select import frames_doc
+    from inspector.train.evaluate import evaluate, trained_source, write_report
     from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     model, profile, sha = load_trained(out)
     policy = TorchPolicy(model, meta_for_model(model, profile, sha, read_ok_bias(out, sha)))
     result, kept = evaluate(
-        policy, camera, params, cfg.final_eval_episodes, ok_class=profile.ok_class, keep=6
+        policy,
+        camera,
+        params,
+        cfg.final_eval_episodes,
+        ok_class=profile.ok_class,
+        keep=6,
+        trained_on=trained_source(out),
     )
     result["model_sha256"] = sha
     result["scan"] = dict(policy.meta.scan)
     result["ok_bias"] = policy.meta.ok_bias
-    result["eval_frames"] = frames_doc(camera, params, result["episodes"])
+    result["eval_frames"] = result.pop("frames")  # which frames, and what they are to it
     result.update(extra or {})
     write_report(result, kept, out / "report.json", out / "report.png")
     return result

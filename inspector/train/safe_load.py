@@ -171,20 +171,9 @@ class _SpacesEnv(gym.Env):
 
     def __init__(self, profile: Any) -> None:
         super().__init__()
-        import numpy as np
-        from gymnasium import spaces
+        from inspector.env import env_spaces
 
-        from inspector.scan import ACTIONS, observation_shapes
-
-        shapes = observation_shapes(profile.scan)
-        self.observation_space = spaces.Dict(
-            {
-                "glimpse": spaces.Box(0, 255, shapes["glimpse"], dtype=np.uint8),
-                "overview": spaces.Box(0, 255, shapes["overview"], dtype=np.uint8),
-                "state": spaces.Box(-1.0, 1.0, shapes["state"], dtype=np.float32),
-            }
-        )
-        self.action_space = spaces.MultiDiscrete([len(ACTIONS), len(profile.classes)])
+        self.observation_space, self.action_space = env_spaces(profile)
 
     def reset(self, **kwargs: Any) -> Any:
         raise InspectorError("a loaded model has no environment; give it one to train")

@@ -155,11 +155,13 @@ def load_trained(path: str | Path) -> tuple[Any, Any, str]:
     return model, profile, sha256_file(p)
 
 
-def load_any_policy(path: str | Path, *, threads: int = 1) -> Policy:
+def load_any_policy(path: str | Path, *, threads: int | None = None) -> Policy:
     """:func:`inspector.policy.load.load_policy`, and also a trained ``.zip`` or run directory.
 
     For development and evaluation (``eval``, ``calibrate``, retraining, explain);
     stations call ``load_policy``, which refuses what would unpickle.
+
+    :param threads: ONNX Runtime's intra-op threads (None: :func:`inspector.threads.current`).
     """
     from inspector.policy.load import REFUSED, load_policy
     from inspector.policy.operating_point import read_ok_bias

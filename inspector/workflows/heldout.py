@@ -48,22 +48,27 @@ def evaluate_all(
     :param camera: driver name (``store``, ``folder``).
     :param camera_params: its parameters.
     :param truth_ok_class: the label that means ok in the footage (None: none does).
-    :returns: ``{"full": metrics or None, "binary": metrics, "frames": n}``; ``full`` is
-        None when the footage has labels the model cannot declare.
+    :returns: ``{"full": metrics or None, "binary": metrics, "frames": n, "judged": which
+        frames (:func:`inspector.train.evaluate.judged_frames`), "forced_parts": part ids
+        whose verdict was forced at the step budget}``; ``full`` is None when the footage
+        has labels the model cannot declare.
     """
     from inspector.camera import open_camera
     from inspector.policy.agent import run_episode
-    from inspector.train.evaluate import metrics
+    from inspector.progress import track
+    from inspector.train.evaluate import MAX_NAMED_PARTS, judged_frames, metrics
 
     scanner, budget = _scanner(policy)
-    labels, decisions = [], []
+    labels, decisions, forced = [], [], []
     driver = open_camera(camera, dict(camera_params))
     try:
-        for frame in driver:
+        for frame in track(driver, "held-out eval", unit="frames", progress=False):
             if frame.truth is None:
                 continue
             labels.append(frame.truth.label)
             decisions.append(run_episode(policy, scanner, frame.image, budget))
+            if not decisions[-1].stopped:
+                forced.append(str(frame.part_id))
     finally:
         driver.close()
     if not labels:
@@ -79,6 +84,8 @@ def evaluate_all(
         "full": full,
         "binary": metrics(("ok", "defect"), "ok", blabels, bdec),
         "frames": len(labels),
+        "judged": judged_frames(camera, camera_params, len(labels), len(labels)),
+        "forced_parts": forced[:MAX_NAMED_PARTS],
     }
 
 

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from inspector.errors import InspectorError, PreferenceError
+from inspector.files import write_atomic
 from inspector.frames import Frame
 from inspector.profile import Profile, load_profile
 from inspector.rrm.preference_records import Inspection, Preference, profile_values
@@ -125,7 +126,7 @@ def record_pair(
                 env, frame, rng, explore=float(rng.choice(EXPLORE)), wrong=WRONG_VERDICT
             )
         )
-    weights = _channel_weights(env.profile)
+    weights = env.profile.term_weights()
     returns = [sum(weights[k] * v for k, v in ins.terms.items()) for ins in found]
     best: tuple[float, int, int] | None = None
     for i in range(len(found)):
@@ -140,13 +141,6 @@ def record_pair(
     i, j = (best[1], best[2]) if best is not None else (0, 1)
     a, b = found[i], found[j]
     return (b, a) if rng.random() < 0.5 else (a, b)
-
-
-def _channel_weights(profile: Profile) -> dict[str, float]:
-    return {
-        t.term: profile.rrm.outcome_weight if t.channel == "outcome" else profile.rrm.process_weight
-        for t in profile.terms
-    }
 
 
 def simulate_pairs(
@@ -383,10 +377,7 @@ def run_fit(args: argparse.Namespace) -> int:
     out_text = rewrite_values(text, args.file, new_values, prov)
     out = Path(args.out)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(out_text, encoding="utf-8")
-        tmp.replace(out)
+        write_atomic(out, out_text)
     except OSError as exc:
         raise InspectorError(f"cannot write {out}: {exc.strerror or exc}") from None
     _print_fit(fit, profile, out)

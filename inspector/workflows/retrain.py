@@ -57,6 +57,9 @@ class Gate:
         this (0: not lower; -0.02 tolerates a two-point drop).
     :param max_false_alarm_delta: candidate false-alarm rate - base false-alarm rate must be
         at most this (0: not higher).
+
+    Without an ok class (``ok_class: none``) there are no false alarms: the candidate's
+    balanced accuracy (mean per-class recall) is held to ``min_recall_delta`` instead.
     """
 
     min_recall_delta: float = 0.0
@@ -68,6 +71,8 @@ class Gate:
         :param base: the base's metrics.
         :param cand: the candidate's metrics on the same frames.
         """
+        if "ok_class" in cand and cand["ok_class"] is None:
+            return self._check_classes(base, cand)
         reasons, ok = [], True
         br, cr = base.get("defect_recall"), cand.get("defect_recall")
         bf, cf = base.get("false_alarm_rate"), cand.get("false_alarm_rate")
@@ -97,6 +102,20 @@ class Gate:
         if ok:
             return True, reasons
         return False, [r for r in reasons if not r.endswith(": ok")]
+
+    def _check_classes(
+        self, base: Mapping[str, Any], cand: Mapping[str, Any]
+    ) -> tuple[bool, list[str]]:
+        """Classification only (no ok class, so no false alarms): balanced accuracy, the
+        mean per-class recall, must not drop by more than ``min_recall_delta`` allows."""
+        b, c = float(base["balanced_accuracy"]), float(cand["balanced_accuracy"])
+        if c - b < self.min_recall_delta - 1e-9:
+            return False, [
+                f"no ok class: balanced accuracy (mean per-class recall) {c:.3f} is lower "
+                f"than the base's {b:.3f} (change {c - b:+.3f}, allowed "
+                f"{self.min_recall_delta:+.3f})"
+            ]
+        return True, [f"no ok class: balanced accuracy {c:.3f} vs base {b:.3f}: ok"]
 
 
 def _partial_init(

@@ -29,7 +29,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def test_probe_synthetic_writes_a_sheet(tmp_path):
     sheet = tmp_path / "out" / "sheet.png"
     r = run(
-        "camera", "probe", "--driver", "synthetic", "--param", "size=256", "seed=4",
+        "camera", "probe", "--camera", "synthetic", "--param", "size=256", "--param", "seed=4",
         "--frames", "9", "--sheet", str(sheet),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -48,7 +48,7 @@ def test_probe_counts_skipped_files(tmp_path):
     data.mkdir()
     cv2.imwrite(str(data / "a.jpg"), np.full((30, 40), 100, np.uint8))
     (data / "b.jpg").write_bytes(b"")
-    r = run("camera", "probe", "--driver", "folder", "--param", f"path={data}")
+    r = run("camera", "probe", "--camera", "folder", "--param", f"path={data}")
     assert r.returncode == 0, r.stderr
     assert "frames read: 1" in r.stdout and "frames skipped: 1" in r.stdout
     assert "b.jpg: empty file" in r.stdout
@@ -56,8 +56,9 @@ def test_probe_counts_skipped_files(tmp_path):
 
 def test_probe_magnetic_tile(magnetic_tile, tmp_path):
     r = run(
-        "camera", "probe", "--driver", "folder",
-        "--param", f"path={magnetic_tile}", "--param", "manifest=splits.csv", "split=test",
+        "camera", "probe", "--camera", "folder",
+        "--param", f"path={magnetic_tile}", "--param", "manifest=splits.csv",
+        "--param", "split=test",
         "--frames", "300", "--sheet", str(tmp_path / "mt.png"),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -68,13 +69,13 @@ def test_probe_magnetic_tile(magnetic_tile, tmp_path):
 @pytest.mark.parametrize(
     ("args", "text"),
     [
-        (["--driver", "synthtic"], "unknown camera driver 'synthtic' (did you mean 'synthetic'?)"),
-        (["--driver", "synthetic", "--param", "siz=3"], "has no parameter 'siz'"),
-        (["--driver", "synthetic", "--param", "size=big"], "size: expected int, got 'big'"),
-        (["--driver", "synthetic", "--param", "size"], "--param expects KEY=VALUE"),
-        (["--driver", "folder", "--param", "path=/no/such/folder"], "does not exist"),
-        (["--driver", "synthetic", "--frames", "0"], "expected a positive integer"),
-        (["--driver", "synthetic", "--sheet", "x.jpg"], "--sheet expects a .png"),
+        (["--camera", "synthtic"], "unknown camera driver 'synthtic' (did you mean 'synthetic'?)"),
+        (["--camera", "synthetic", "--param", "siz=3"], "has no parameter 'siz'"),
+        (["--camera", "synthetic", "--param", "size=big"], "size: expected int, got 'big'"),
+        (["--camera", "synthetic", "--param", "size"], "--param expects KEY=VALUE"),
+        (["--camera", "folder", "--param", "path=/no/such/folder"], "does not exist"),
+        (["--camera", "synthetic", "--frames", "0"], "expected a positive integer"),
+        (["--camera", "synthetic", "--sheet", "x.jpg"], "--sheet expects a .png"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, text):
@@ -83,6 +84,26 @@ def test_bad_input_is_one_line_and_exit_2(args, text):
     assert "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and text in lines[0], r.stderr
+
+
+def test_the_old_spelling_still_works_with_a_deprecation_note():
+    r = run(
+        "camera", "probe", "--driver", "synthetic", "--param", "size=128", "seed=4",
+        "--frames", "2",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "frames read: 2" in r.stdout
+    notes = r.stderr.strip().splitlines()
+    assert notes == [
+        "inspector: note: --driver synthetic is deprecated; write --camera synthetic",
+        "inspector: note: --param size=128 seed=4 is deprecated; write --param size=128 "
+        "--param seed=4 (one per flag)",
+    ]
+
+
+def test_probe_needs_a_camera():
+    r = run("camera", "probe")
+    assert r.returncode == 2 and "camera probe needs --camera NAME" in r.stderr
 
 
 def test_camera_list_names_every_driver():

@@ -63,7 +63,7 @@ def _build(*args: str) -> subprocess.CompletedProcess[str]:
 # ----------------------------------------------------------------- shell scripts
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", (*SCRIPTS, "common.sh"))
 def test_scripts_pass_shellcheck(script: str) -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck not installed (make test installs it: apt-get install shellcheck)")

@@ -284,3 +284,15 @@ def test_users_and_sign_and_encrypt(tmp_path, caplog):
     assert srv.refused_logins >= 1
     assert hs.refused == 1 and hs.last_refusal == "station not running"
     assert "OPC UA login refused for user 'plc'" in caplog.text
+
+
+def test_wake_ends_a_wait_for_a_trigger(tmp_path: Path) -> None:
+    # The station's stop: a loop waiting an hour for the PLC returns None at once.
+    hs = Handshake(PendingResults(tmp_path / "outbox.sqlite", 4))
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(hs.next_trigger(3600.0)))
+    waiter.start()
+    hs.wake()
+    waiter.join(30)
+    assert not waiter.is_alive() and got == [None]
+    assert hs.next_trigger(0.0) is None  # a wake is used up by the wait it ended

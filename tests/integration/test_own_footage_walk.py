@@ -135,7 +135,8 @@ def _eval(capsys, run_dir: Path, store: Path, tmp: Path) -> dict:
     out = capsys.readouterr()
     assert rc == 0, out
     assert "eval: store without split=: using its heldout split" in out.err
-    return json.loads(out.out.strip().splitlines()[-1])
+    assert "eval: judged" in out.err and "held-out frames from store" in out.err, out.err
+    return json.loads([line for line in out.out.splitlines() if line.startswith("{")][-1])
 
 
 def test_voc_footage_with_an_ok_class(tmp_path, capsys, tiny_config):

@@ -187,3 +187,36 @@ def test_shipped_station_configs_load(tmp_path):
     assert cfg.mqtt_config().password_env == "INSPECTOR_MQTT_PASSWORD"
     assert cfg.mqtt_config().topic_prefix == "inspector/v1/jetson-line1-st01"
     assert cfg.footage.max_size_mb == 20480 and cfg.outbox.synchronous == "FULL"
+
+
+def test_a_trigger_and_a_stop_wake_the_loop_without_a_poll(
+    station_model, broker, tmp_path, monkeypatch
+):
+    # The loop's beat is an hour here: if a trigger or a stop waited for it, the result
+    # would not come and the thread would not end within the test's bounds.
+    import json
+
+    import paho.mqtt.client as mqtt
+
+    monkeypatch.setattr(Station, "BEAT_S", 3600.0)
+    st = _station(tmp_path, station_model, port=broker.port, trigger={"mode": "mqtt"})
+    st.start()
+    loop = threading.Thread(target=st.run, daemon=True)
+    loop.start()
+    sender = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
+    try:
+        wait_until(st.publisher.trigger_subscribed.is_set, 20, "the trigger subscription")
+        sender.connect(broker.host, broker.port)
+        sender.loop_start()
+        body = json.dumps({"part_id": "woken", "correlation_id": "c1"})
+        sender.publish("inspector/v1/local/trigger", body, qos=1).wait_for_publish(10)
+        wait_until(lambda: st.metrics.parts == 1, 30, "the triggered part")
+        st.request_stop()
+        loop.join(30)
+        assert not loop.is_alive(), "the stop waited for the loop's beat"
+    finally:
+        sender.loop_stop()
+        sender.disconnect()
+        st.request_stop()
+        loop.join(30)
+    assert committed(tmp_path / "results.jsonl")[-1]["correlation_id"] == "c1"

@@ -81,3 +81,16 @@ def test_feedback_reads_no_ok_class_from_a_classification_only_result():
     assert _ok_class({"verdict": "defect", "label": "crazing", "probabilities": probs}) is None
     assert _ok_class({"verdict": "defect", "label": "line", "probabilities": {"ok": 0.1,
                       "line": 0.9}}) == "ok"  # fmt: skip
+
+
+def test_retrain_gate_without_an_ok_class_holds_balanced_accuracy():
+    from inspector.workflows.retrain import Gate
+
+    base = {"ok_class": None, "balanced_accuracy": 0.80, "defect_recall": None}
+    better = {**base, "balanced_accuracy": 0.85}
+    worse = {**base, "balanced_accuracy": 0.78}
+    assert Gate().check(base, better) == (True, ["no ok class: balanced accuracy 0.850 vs "
+                                                 "base 0.800: ok"])  # fmt: skip
+    passed, why = Gate().check(base, worse)
+    assert not passed and "lower than the base's 0.800" in why[0]
+    assert Gate(min_recall_delta=-0.05).check(base, worse)[0]

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from benchmarks.harness import RESULTS, load_results, parser, save_result, table, write_section
+from benchmarks.harness import RESULTS, parser, report_recorded, save_result, table
 from benchmarks.studies import default_train as study
 
 STUDY = "default_train"
@@ -150,19 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.verb == "record":
         record(args.run, args.label, args.command, args.cpu_s, args.demo, args.note)
-    results = [s.data for s in load_results(FOLDER, STUDY)]
-    if not results:
-        print("no recorded runs", file=sys.stderr)
-        return 2
-    body = report(results)
-    print(body)
-    if not args.no_write:
-        write_section(
-            STUDY,
-            "The default train command and the demo (synthetic quadrants task)",
-            body,
-            command="python -m benchmarks.studies.default_train report",
-            doc=args.doc,
-            keep_measured=args.verb == "report",
-        )
-    return 0
+    return report_recorded(
+        FOLDER,
+        STUDY,
+        "The default train command and the demo (synthetic quadrants task)",
+        report,
+        args,
+    )

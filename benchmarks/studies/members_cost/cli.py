@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 from benchmarks.harness import (
     RESULTS,
-    load_results,
     magnetic_tile_root,
     parser,
+    report_recorded,
     save_result,
     table,
-    write_section,
 )
 from benchmarks.studies import members_cost as study
 from inspector.train.config import TrainConfig
@@ -251,19 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.verb == "record":
         record(args.run, args.label, args.note, args.partial, args.command)
-    results = [s.data for s in load_results(FOLDER, STUDY)]
-    if not results:
-        print("no recorded runs", file=sys.stderr)
-        return 2
-    body = report(results)
-    print(body)
-    if not args.no_write:
-        write_section(
-            STUDY,
-            "Cost to a deployable model: members, ensemble, distilled student (magnetic tiles)",
-            body,
-            command="python -m benchmarks.studies.members_cost report",
-            doc=args.doc,
-            keep_measured=args.verb == "report",
-        )
-    return 0
+    return report_recorded(
+        FOLDER,
+        STUDY,
+        "Cost to a deployable model: members, ensemble, distilled student (magnetic tiles)",
+        report,
+        args,
+    )

@@ -190,12 +190,11 @@ def drive(
         [N, B+1, C] (padded with the decision), ``glimpses``, ``pixel_fraction``,
         ``stop`` [N].
     """
-    from inspector.profile import ScanSettings
     from inspector.scan import Scanner
 
     meta = policy.meta
     budget = int(meta.step_budget)
-    scanner = Scanner(ScanSettings(**dict(meta.scan)), budget)
+    scanner = Scanner.from_metadata(meta, budget)
     idx = {c: i for i, c in enumerate(meta.classes)}
     labels, tiles = [], []
     names = (*FIXED, "agent", "tiling") if fixed else ("agent",)

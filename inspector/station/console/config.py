@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass
 
 from inspector.errors import ConfigError
+from inspector.station.netaddr import is_loopback as is_loopback  # part of this API
 
 #: Environment variable read for the token when ``token_env`` is not set.
 DEFAULT_TOKEN_ENV = "INSPECTOR_CONSOLE_TOKEN"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only listens on this machine (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass

@@ -105,8 +105,11 @@ class Publisher(Delivery):
         self.result_topic = f"{self.prefix}/result"
         self.status_topic = f"{self.prefix}/status"
         self.trigger_topic = f"{self.prefix}/trigger"
-        #: Triggers for the station, in arrival order (see :meth:`next_trigger`).
-        self.triggers: queue.Queue[Trigger] = queue.Queue(maxsize=max(1, config.trigger_queue))
+        #: Triggers for the station, in arrival order (see :meth:`next_trigger`); None is a
+        #: wake-up (:meth:`wake`), not a trigger.
+        self.triggers: queue.Queue[Trigger | None] = queue.Queue(
+            maxsize=max(1, config.trigger_queue)
+        )
         #: Set while the broker has granted the trigger subscription (cleared on disconnect).
         self.trigger_subscribed = threading.Event()
         self._trigger_mid: int | None = None
@@ -221,7 +224,9 @@ class Publisher(Delivery):
         return thread is None or thread.is_alive()
 
     def next_trigger(self, timeout: float | None = None) -> Trigger | None:
-        """The oldest waiting trigger, or None after ``timeout`` seconds.
+        """The oldest waiting trigger, or None after ``timeout`` seconds or a :meth:`wake`.
+
+        A trigger wakes the caller at once: ``timeout`` only bounds the wait.
 
         :param timeout: seconds to wait (None: forever, 0: do not wait).
         """
@@ -231,6 +236,13 @@ class Publisher(Delivery):
             )
         except queue.Empty:
             return None
+
+    def wake(self) -> None:
+        """Make a :meth:`next_trigger` waiting now return None (the station is stopping)."""
+        try:
+            self.triggers.put_nowait(None)
+        except queue.Full:
+            pass  # next_trigger returns at once anyway
 
     def update_status(self, counts: Mapping[str, Any] | None = None) -> None:
         """Publish the retained status now, with the station's counters.

@@ -232,6 +232,7 @@ class Handshake:
         self._trigger: PlcTrigger | None = None
         self._busy = False
         self._running = False
+        self._woken = False
         self.triggers = 0
         self.refused = 0
         self.acknowledged = 0
@@ -244,18 +245,28 @@ class Handshake:
             self._running = bool(running)
         self.on_change()
 
+    def wake(self) -> None:
+        """Make a :meth:`next_trigger` waiting now return None (the station is stopping)."""
+        with self._cond:
+            self._woken = True
+            self._cond.notify_all()
+
     @property
     def full(self) -> bool:
         """The buffer holds ``capacity`` unacknowledged results."""
         return len(self.pending) >= self.pending.capacity
 
     def next_trigger(self, timeout: float) -> PlcTrigger | None:
-        """Wait up to ``timeout`` s for a PLC trigger; taking it makes the station busy."""
+        """Wait up to ``timeout`` s for a PLC trigger; taking it makes the station busy.
+
+        A trigger wakes the caller at once, a :meth:`wake` too (then None).
+        """
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
             while self._trigger is None:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or self._woken:
+                    self._woken = False
                     return None
                 self._cond.wait(left)
             trig, self._trigger = self._trigger, None

@@ -69,6 +69,10 @@ class OpcuaLink:
         return Trigger(part_id=t.part_id, correlation_id=t.correlation_id,
                        received_at=t.received_at)  # fmt: skip
 
+    def wake(self) -> None:
+        """Make a :meth:`next_trigger` waiting now return None (the station is stopping)."""
+        self.handshake.wake()
+
     def deliver(self, result: Mapping[str, Any]) -> PlcResult:
         """Show a committed result to the PLC. :raises StationError: not committed."""
         return self.handshake.deliver(result)

@@ -6,8 +6,7 @@ import os
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-#: Host names that stay on this machine: the only ones served without a user.
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+from inspector.station.netaddr import is_loopback
 
 
 @dataclass
@@ -83,7 +82,7 @@ class OpcuaSection:
             raise ValueError("opcua: certificate and private_key go together")
         if self.secure_only and not self.certificate:
             raise ValueError("opcua.secure_only needs certificate and private_key")
-        if url.hostname not in LOOPBACK and not self.users:
+        if not is_loopback(url.hostname) and not self.users:
             raise ValueError(
                 f"opcua.endpoint {url.hostname} is reachable from other machines: configure "
                 "opcua.users (and preferably certificate/private_key), or serve on 127.0.0.1"
