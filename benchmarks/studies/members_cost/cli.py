@@ -87,6 +87,11 @@ def record(run: Path, label: str, note: str = "", partial: bool = False, command
             costs[r["name"]] = json.loads(path.read_text())
     config = {"label": label, **asked, "train_config": config_changes(spec["config"])}
     result = {"note": note, "command": command, "status": status, "rows": rows, "costs": costs}
+    result["val_checks"] = {
+        m: _progress(run / "members" / m, m)["val_checks"]
+        for m in members
+        if m in costs and (run / "members" / m / "select.json").is_file()
+    }
     if status != "done":
         result["unfinished"] = [
             _progress(run / "members" / m, m) for m in members if m not in costs
@@ -116,9 +121,25 @@ def _progress(folder: Path, name: str) -> dict:
     }
 
 
+def _checks_table(checks: list) -> str:
+    rows = [
+        [f"{c['steps']:,}", _fmt(c.get("operating_point")), _fmt(c.get("ok_bias"), 2),
+         _fmt(c.get("balanced_accuracy")), _fmt(c.get("defect_auroc"))]
+        for c in checks
+    ]  # fmt: skip
+    heads = ["PPO steps", "val figure at its operating point", "ok bias",
+             "val balanced acc at bias 0", "val AUROC"]  # fmt: skip
+    return table(heads, rows)
+
+
 def progress_section(data: dict) -> str:
-    """The unfinished models of a partial run: how far each got and its val checks."""
-    out = []
+    """The val checks of the finished members, then the unfinished models of a partial
+    run: how far each got and its val checks."""
+    out = [
+        f"Val checks of {name} (130 val tiles):\n\n" + _checks_table(checks)
+        for name, checks in data.get("val_checks", {}).items()
+        if checks
+    ]
     for p in data.get("unfinished", []):
         if not p["steps"] and not p["cpu_s"]:
             out.append(f"{p['name']}: not started.\n")
@@ -129,14 +150,7 @@ def progress_section(data: dict) -> str:
             f" CPU-min so far (by phase, CPU-min: {phases or 'none counted yet'}).\n"
         )
         if p["val_checks"]:
-            rows = [
-                [f"{c['steps']:,}", _fmt(c.get("operating_point")), _fmt(c.get("ok_bias"), 2),
-                 _fmt(c.get("balanced_accuracy")), _fmt(c.get("defect_auroc"))]
-                for c in p["val_checks"]
-            ]  # fmt: skip
-            heads = ["PPO steps", "val figure at its operating point", "ok bias",
-                     "val balanced acc at bias 0", "val AUROC"]  # fmt: skip
-            out.append("\n" + table(heads, rows))
+            out.append("\n" + _checks_table(p["val_checks"]))
     return "\n".join(out)
 
 
@@ -227,7 +241,11 @@ def run_section(data: dict) -> str:
         f"{note}"
         + (table(HEADS, rows) if rows else "No model of the run has finished yet.\n")
         + (f"\n{phases}" if phases else "")
-        + (f"\n{progress_section(data)}" if data.get("unfinished") else "")
+        + (
+            f"\n{progress_section(data)}"
+            if data.get("unfinished") or data.get("val_checks")
+            else ""
+        )
     )
 
 
