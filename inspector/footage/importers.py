@@ -38,6 +38,7 @@ from inspector.errors import FootageError
 from inspector.footage.store import FootageStore, frame_hash
 from inspector.footage.writer import KIND, MARKER, RESULT_SUFFIX
 from inspector.imageio import read_image, read_mask, to_gray
+from inspector.progress import track
 
 #: Formats of ``footage import --format``.
 FORMATS: tuple[str, ...] = ("station", "folder", "masks", "csv", "voc", "coco")
@@ -278,7 +279,7 @@ def import_footage(
         held-out split is still by hash, the row's split is kept as provenance.
     :param images_root: where images are when not beside their annotations.
     :param label_map: rename labels (``free`` -> ``ok``).
-    :param progress: show a tqdm bar.
+    :param progress: False (``--no-progress``): progress lines in the log, never a bar.
     :param max_pixels: refuse images whose header states more pixels (default
         :func:`inspector.imageio.max_image_pixels`).
     :param label_rule: how a VOC/COCO frame's label is chosen (default: largest area,
@@ -313,11 +314,8 @@ def import_footage(
 
 
 def _progress(items: list[_Item], on: bool, fmt: str) -> Iterable[_Item]:
-    if not on or len(items) < 50:
-        return items
-    from tqdm import tqdm
-
-    return tqdm(items, desc=f"import {fmt}", unit="frame", ncols=100)
+    """A bar on a terminal; progress lines without one or with ``--no-progress``."""
+    return track(items, f"import {fmt}", unit="frames", progress=on, min_items=50)
 
 
 def _import_one(
