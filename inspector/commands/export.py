@@ -52,7 +52,7 @@ def run_export(args: argparse.Namespace) -> int:
     if out.suffix != ".onnx":
         raise InspectorError(f"--out must end in .onnx, got {out}")
     run = Path(args.model)
-    run, ensemble = _members_run(run, list(args.ensemble))
+    run, ensemble, ensemble_dir = _members_run(run, list(args.ensemble))
     args.ensemble = ensemble
     run_dir = run if run.is_dir() else run.parent
     camera, params = args.camera, parse_params(args.param)
@@ -72,12 +72,18 @@ def run_export(args: argparse.Namespace) -> int:
         n_obs=args.observations,
         eval_episodes=args.eval_episodes,
         ensemble=args.ensemble,
+        ensemble_dir=ensemble_dir,
     )
     p = rep["parity_fp32"]
     if args.ensemble:
         print(
             f"verdict ensemble of {len(rep['ensemble'])} runs, led by {run} (its moves,"
-            " their joint verdict); uncalibrated: run inspector calibrate on the .onnx"
+            " their joint verdict); "
+            + (
+                f"at the operating point train chose for it (ok bias {rep['ok_bias']:+.2f})"
+                if rep.get("ok_bias")
+                else "uncalibrated: run inspector calibrate on the .onnx"
+            )
         )
     print(
         f"wrote {rep['onnx']}: parity vs torch on {p['observations']} observations: "
@@ -99,10 +105,10 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _members_run(run: Path, ensemble: list[str]) -> tuple[Path, list[str]]:
-    """The lead and further members to export: an ensemble directory of ``train
-    --members`` stands for its members (lead first); the run above it is refused with
-    the two things it holds."""
+def _members_run(run: Path, ensemble: list[str]) -> tuple[Path, list[str], Path | None]:
+    """The lead, further members and ensemble directory to export: an ensemble directory
+    of ``train --members`` stands for its members (lead first) and carries their
+    operating point; the run above it is refused with the two things it holds."""
     from inspector.errors import InspectorError
     from inspector.train.distill import ensemble_members, is_ensemble_dir
     from inspector.train.members import SUMMARY_FILE
@@ -111,10 +117,10 @@ def _members_run(run: Path, ensemble: list[str]) -> tuple[Path, list[str]]:
         if ensemble:
             raise InspectorError(f"{run} is an ensemble already; --ensemble adds nothing to it")
         lead, *rest = ensemble_members(run)
-        return lead, [str(m) for m in rest]
+        return lead, [str(m) for m in rest], run
     if run.is_dir() and (run / SUMMARY_FILE).is_file() and not (run / "model.zip").is_file():
         raise InspectorError(
             f"{run} is a --members run: export {run / 'student'} (one agent) or"
             f" {run / 'ensemble'} (the members' verdict ensemble)"
         )
-    return run, ensemble
+    return run, ensemble, None

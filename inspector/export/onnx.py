@@ -26,15 +26,23 @@ def _onnx():
     return onnx
 
 
-def torch_reference(model_path: str | Path, ensemble: Sequence[str | Path] = ()) -> tuple:
+def torch_reference(
+    model_path: str | Path,
+    ensemble: Sequence[str | Path] = (),
+    ensemble_dir: str | Path | None = None,
+) -> tuple:
     """What an export traces and is checked against: (policy, graph, profile).
 
     :param model_path: a run directory or its ``model.zip`` (the lead of an ensemble).
     :param ensemble: further runs whose verdicts join the lead's
-        (:mod:`inspector.policy.ensemble`); the ensemble starts uncalibrated (ok bias 0).
+        (:mod:`inspector.policy.ensemble`); the ensemble starts uncalibrated (ok bias 0)
+        unless ``ensemble_dir`` holds its operating point.
+    :param ensemble_dir: the ensemble directory of ``train --members`` these members came
+        from: its ``operating_point.json``, chosen for these member files, is the
+        ensemble's ok bias.
     :raises ModelError: a run that cannot be loaded, or members that cannot form an ensemble.
     """
-    from inspector.policy.ensemble import EnsemblePolicy
+    from inspector.policy.ensemble import EnsemblePolicy, ensemble_sha256
     from inspector.policy.operating_point import read_ok_bias
     from inspector.train.torch_policy import (
         EnsembleGraph,
@@ -53,29 +61,35 @@ def torch_reference(model_path: str | Path, ensemble: Sequence[str | Path] = ())
         profile = profile or prof
     if not ensemble:
         return members[0], members[0].graph, profile
-    if members[0].meta.ok_bias:
+    bias = 0.0
+    if ensemble_dir is not None:
+        bias = read_ok_bias(ensemble_dir, ensemble_sha256([m.meta.model_sha256 for m in members]))
+    if members[0].meta.ok_bias and not bias:
         log.warning(
             "%s is calibrated (ok bias %+.2f); the ensemble is not: calibrate the exported"
             " model (inspector calibrate) before a station runs it",
             model_path,
             members[0].meta.ok_bias,
         )
-    # The members' own biases do not carry over: EnsemblePolicy starts at ok bias 0.
-    policy = EnsemblePolicy(members, names=[str(p) for p in paths])
+    # The members' own biases do not carry over: the ensemble has its own (or 0).
+    policy = EnsemblePolicy(members, ok_bias=bias, names=[str(p) for p in paths])
     return policy, EnsembleGraph([m.graph for m in members]), profile
 
 
 def export_onnx(
-    model_path: str | Path, out: str | Path, ensemble: Sequence[str | Path] = ()
+    model_path: str | Path,
+    out: str | Path,
+    ensemble: Sequence[str | Path] = (),
+    ensemble_dir: str | Path | None = None,
 ) -> Path:
     """Export the policy of a trained run as ``out`` (fp32), with metadata and a checker pass.
 
     :param model_path: a run directory or its ``model.zip``.
     :param out: the ``.onnx`` file to write.
     :param ensemble: further runs whose verdicts join this one's in the graph
-        (:func:`torch_reference`).
+        (:func:`torch_reference`); ``ensemble_dir`` where their operating point is.
     """
-    return write_onnx(*torch_reference(model_path, ensemble), out)
+    return write_onnx(*torch_reference(model_path, ensemble, ensemble_dir), out)
 
 
 def write_onnx(policy: Any, graph: Any, profile: Any, out: str | Path) -> Path:
@@ -204,6 +218,7 @@ def export_report(
     n_obs: int = 1000,
     eval_episodes: int = 100,
     ensemble: Sequence[str | Path] = (),
+    ensemble_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """``inspector export``: fp32 ONNX (+ int8), parity against torch, int8 agreement.
 
@@ -213,7 +228,7 @@ def export_report(
     """
     from inspector.policy.onnx_backend import OrtPolicy
 
-    ref = torch_reference(model_path, ensemble)
+    ref = torch_reference(model_path, ensemble, ensemble_dir)
     fp32_path = write_onnx(*ref, out if not int8 else out.with_suffix(".fp32.onnx"))
     torch_policy, _, profile = ref
     ort_fp32 = OrtPolicy(fp32_path)
@@ -224,6 +239,7 @@ def export_report(
     }
     if ensemble:
         report["ensemble"] = [str(p) for p in (model_path, *ensemble)]
+        report["ok_bias"] = float(torch_policy.meta.ok_bias)
     if int8:
         q = quantize_int8(fp32_path, out)
         report["onnx_int8"] = str(q)

@@ -71,6 +71,14 @@ def ensemble_meta(metas: Sequence[ModelMeta], ok_bias: float = 0.0) -> ModelMeta
     )
 
 
+def ensemble_sha256(member_sha256s: Sequence[str]) -> str:
+    """The identity of an ensemble (its members' model files, lead first): what the
+    ``operating_point.json`` of an ensemble directory was chosen for."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(member_sha256s).encode("ascii")).hexdigest()
+
+
 def geometric_mean(probs: Sequence[np.ndarray]) -> np.ndarray:
     """Normalised geometric mean of class probabilities ([N, C] each) -> [N, C]."""
     logp = np.mean([np.log(np.clip(np.asarray(p, np.float64), EPS, 1.0)) for p in probs], 0)

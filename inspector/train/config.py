@@ -13,7 +13,7 @@ from inspector.yamlio.dataclass_load import load_dataclass
 #: ``perception_levels`` values: the zoom levels perception pretraining crops come from.
 PERCEPTION_LEVELS = ("native", "all")
 #: ``select_metric`` values.
-SELECT_METRICS = ("balanced_accuracy", "defect_auroc")
+SELECT_METRICS = ("operating_point", "balanced_accuracy", "defect_auroc")
 #: ``operating_point`` values: calibrate's objectives, or none.
 OPERATING_POINTS = ("balanced", "max_false_alarms", "min_recall", "none")
 
@@ -102,9 +102,13 @@ class TrainConfig:
         best checked model, not the last. 0 (the bare default; the presets set 16384):
         keep the last model.
     :param select_episodes: val parts per check (a folder: at most all its val frames).
-    :param select_metric: what picks the kept model on val: ``balanced_accuracy`` (ties:
-        defect AUROC) or ``defect_auroc`` (threshold-free; ties: balanced accuracy).
-        Equal scores keep the later model.
+    :param select_metric: what picks the kept model on val: ``operating_point`` (the
+        figure the run's ``operating_point`` objective maximises, at the ok bias it would
+        choose on the val frames for that model: balanced accuracy for ``balanced`` (at
+        bias 0 for ``none``), defect recall for ``max_false_alarms``, one minus the false
+        alarms for ``min_recall``; ties: defect AUROC; the presets' choice),
+        ``balanced_accuracy`` at ok bias 0 (ties: defect AUROC) or ``defect_auroc``
+        (threshold-free; ties: balanced accuracy). Equal scores keep the later model.
     :param operating_point: the objective with which training ends by choosing the ok
         bias on the val frames, as ``inspector calibrate`` does: ``balanced``,
         ``max_false_alarms``, ``min_recall``, or ``none`` (no operating point; the bare

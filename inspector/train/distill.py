@@ -76,10 +76,15 @@ def ensemble_members(folder: str | Path) -> list[Path]:
     return members
 
 
-def ensemble_policy(folder: str | Path) -> Any:
+def ensemble_policy(folder: str | Path, calibrated: bool = True) -> Any:
     """The ensemble of ``folder`` as an :class:`inspector.policy.ensemble.EnsemblePolicy`
-    of torch members (each at its own calibrated operating point; the ensemble at 0)."""
-    from inspector.policy.ensemble import EnsemblePolicy
+    of torch members (each at its own calibrated operating point).
+
+    :param calibrated: start at the ensemble's operating point (``operating_point.json``
+        of ``folder``, written by ``train --members`` for these member files); else at 0.
+    """
+    from inspector.policy.ensemble import EnsemblePolicy, ensemble_sha256
+    from inspector.policy.operating_point import read_ok_bias
     from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     members = ensemble_members(folder)
@@ -87,7 +92,10 @@ def ensemble_policy(folder: str | Path) -> Any:
     for m in members:
         model, profile, sha = load_trained(m)
         policies.append(TorchPolicy(model, meta_for_model(model, profile, sha)))
-    return EnsemblePolicy(policies, names=[str(m) for m in members])
+    bias = 0.0
+    if calibrated:
+        bias = read_ok_bias(folder, ensemble_sha256([p.meta.model_sha256 for p in policies]))
+    return EnsemblePolicy(policies, ok_bias=bias, names=[str(m) for m in members])
 
 
 class _Joint:

@@ -198,24 +198,126 @@ class HybridPPO(PPO):
             kl = kl + th.distributions.kl_divergence(tc, sc).mean()
         return kl
 
+    def _class_weights(self) -> th.Tensor | None:
+        """The verdict classes' weights over this rollout's targets (``verdict_balance``)."""
+        if self.verdict_balance and hasattr(self.rollout_buffer, "labels"):
+            n_classes = int(self.action_space.nvec[-1])  # type: ignore[attr-defined]
+            return balanced_class_weights(self.rollout_buffer.labels, n_classes)
+        return None
+
+    def _evaluate_batch(self, obs: Any, actions: th.Tensor, warming: bool):
+        """(distribution, log-probability, values, entropy) of a batch.
+
+        The same computation as ``ActorCriticPolicy.evaluate_actions``, keeping the
+        distribution for the supervised and distillation terms.
+        """
+        policy = self.policy
+        features = policy.extract_features(obs)
+        if policy.share_features_extractor:
+            pi_features = vf_features = features
+        else:
+            pi_features, vf_features = features
+        if warming:  # the value function learns on features it cannot change
+            vf_features = vf_features.detach()
+        latent_pi = policy.mlp_extractor.forward_actor(pi_features)
+        latent_vf = policy.mlp_extractor.forward_critic(vf_features)
+        dist = policy._get_action_dist_from_latent(latent_pi)
+        log_prob = self._action_log_prob(dist, actions)
+        values = policy.value_net(latent_vf)
+        return dist, log_prob, values.flatten(), dist.entropy()
+
+    def _ppo_loss(
+        self,
+        rollout_data: Any,
+        log_prob: th.Tensor,
+        values: th.Tensor,
+        entropy: th.Tensor | None,
+        clip_range: float,
+        clip_range_vf: float | None,
+        warming: bool,
+        stats: dict[str, list],
+    ) -> th.Tensor:
+        """SB3's PPO loss of a batch (the value loss alone while the critic warms up)."""
+        advantages = rollout_data.advantages
+        if self.normalize_advantage and len(advantages) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        ratio = th.exp(log_prob - rollout_data.old_log_prob)
+        policy_loss_1 = advantages * ratio
+        policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
+        policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
+        stats["pg"].append(policy_loss.item())
+        stats["clip"].append(th.mean((th.abs(ratio - 1) > clip_range).float()).item())
+        if clip_range_vf is None:
+            values_pred = values
+        else:
+            values_pred = rollout_data.old_values + th.clamp(
+                values - rollout_data.old_values, -clip_range_vf, clip_range_vf
+            )
+        value_loss = F.mse_loss(rollout_data.returns, values_pred)
+        stats["value"].append(value_loss.item())
+        if entropy is None:
+            entropy_loss = -th.mean(-log_prob)
+        else:
+            entropy_loss = -th.mean(entropy)
+        stats["entropy"].append(entropy_loss.item())
+        if warming:  # the value function alone
+            return self.vf_coef * value_loss
+        return policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+
+    def _hybrid_loss(
+        self,
+        loss: th.Tensor,
+        obs: Any,
+        dist: Any,
+        rollout_data: Any,
+        class_weights: th.Tensor | None,
+        stats: dict[str, list],
+    ) -> th.Tensor:
+        """The weighted mean of the PPO loss, the verdict cross-entropy and the KL term."""
+        total_w = self.w_rl
+        extra = 0.0
+        labels = rollout_data.labels
+        labelled = labels >= 0
+        if self.w_sl > 0 and bool(labelled.any()):
+            vlogits = dist.distribution[-1].logits[labelled]
+            teach = getattr(rollout_data, "teacher_actions", None)
+            ce = verdict_cross_entropy(
+                vlogits,
+                labels[labelled],
+                class_weights,
+                None if teach is None else teach[labelled],
+                self.verdict_stop_weight,
+            )
+            extra = extra + self.w_sl * ce
+            total_w += self.w_sl
+            stats["ce"].append(ce.item())
+            stats["verdict_acc"].append(
+                (vlogits.argmax(dim=1) == labels[labelled]).float().mean().item()
+            )
+        if self.w_kd > 0:
+            kd = self._kd_loss(obs, dist, rollout_data)
+            if kd is not None:
+                extra = extra + self.w_kd * kd
+                total_w += self.w_kd
+                stats["kd"].append(float(kd.item()))
+        return (self.w_rl * loss + extra) / total_w
+
     def train(self) -> None:
         """One PPO update over the rollout with the hybrid loss."""
         self._mask_rollout_log_probs()
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
+        clip_range_vf = None
         if self.clip_range_vf is not None:
             clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
-
-        entropy_losses, pg_losses, value_losses, clip_fractions = [], [], [], []
-        ce_losses, kd_losses, verdict_acc = [], [], []
+        stats: dict[str, list] = {
+            k: [] for k in ("entropy", "pg", "value", "clip", "ce", "kd", "verdict_acc")
+        }
         # The critic warms up while the steps so far are within critic_warmup.
         warming = self.num_timesteps <= self.critic_warmup
         hybrid = (self.w_sl > 0 or self.w_kd > 0) and not warming
-        class_weights = None
-        if self.verdict_balance and hasattr(self.rollout_buffer, "labels"):
-            n_classes = int(self.action_space.nvec[-1])  # type: ignore[attr-defined]
-            class_weights = balanced_class_weights(self.rollout_buffer.labels, n_classes)
+        class_weights = self._class_weights()
         continue_training = True
         for _epoch in range(self.n_epochs):
             approx_kl_divs = []
@@ -224,79 +326,19 @@ class HybridPPO(PPO):
                 if isinstance(self.action_space, spaces.Discrete):
                     actions = rollout_data.actions.long().flatten()
                 obs = rollout_data.observations
-                # Same computation as ActorCriticPolicy.evaluate_actions, keeping the
-                # distribution for the supervised and distillation terms.
-                policy = self.policy
-                features = policy.extract_features(obs)
-                if policy.share_features_extractor:
-                    pi_features = vf_features = features
-                else:
-                    pi_features, vf_features = features
-                if warming:  # the value function learns on features it cannot change
-                    vf_features = vf_features.detach()
-                latent_pi = policy.mlp_extractor.forward_actor(pi_features)
-                latent_vf = policy.mlp_extractor.forward_critic(vf_features)
-                dist = policy._get_action_dist_from_latent(latent_pi)
-                log_prob = self._action_log_prob(dist, actions)
-                values = policy.value_net(latent_vf)
-                entropy = dist.entropy()
-                values = values.flatten()
-                advantages = rollout_data.advantages
-                if self.normalize_advantage and len(advantages) > 1:
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-                ratio = th.exp(log_prob - rollout_data.old_log_prob)
-                policy_loss_1 = advantages * ratio
-                policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
-                policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
-                pg_losses.append(policy_loss.item())
-                clip_fractions.append(th.mean((th.abs(ratio - 1) > clip_range).float()).item())
-                if self.clip_range_vf is None:
-                    values_pred = values
-                else:
-                    values_pred = rollout_data.old_values + th.clamp(
-                        values - rollout_data.old_values, -clip_range_vf, clip_range_vf
-                    )
-                value_loss = F.mse_loss(rollout_data.returns, values_pred)
-                value_losses.append(value_loss.item())
-                if entropy is None:
-                    entropy_loss = -th.mean(-log_prob)
-                else:
-                    entropy_loss = -th.mean(entropy)
-                entropy_losses.append(entropy_loss.item())
-                if warming:  # the value function alone
-                    loss = self.vf_coef * value_loss
-                else:
-                    loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
-
+                dist, log_prob, values, entropy = self._evaluate_batch(obs, actions, warming)
+                loss = self._ppo_loss(
+                    rollout_data,
+                    log_prob,
+                    values,
+                    entropy,
+                    clip_range,
+                    clip_range_vf,
+                    warming,
+                    stats,
+                )
                 if hybrid and hasattr(rollout_data, "labels"):
-                    total_w = self.w_rl
-                    extra = 0.0
-                    labels = rollout_data.labels
-                    labelled = labels >= 0
-                    if self.w_sl > 0 and bool(labelled.any()):
-                        vlogits = dist.distribution[-1].logits[labelled]
-                        teach = getattr(rollout_data, "teacher_actions", None)
-                        ce = verdict_cross_entropy(
-                            vlogits,
-                            labels[labelled],
-                            class_weights,
-                            None if teach is None else teach[labelled],
-                            self.verdict_stop_weight,
-                        )
-                        extra = extra + self.w_sl * ce
-                        total_w += self.w_sl
-                        ce_losses.append(ce.item())
-                        verdict_acc.append(
-                            (vlogits.argmax(dim=1) == labels[labelled]).float().mean().item()
-                        )
-                    if self.w_kd > 0:
-                        kd = self._kd_loss(obs, dist, rollout_data)
-                        if kd is not None:
-                            extra = extra + self.w_kd * kd
-                            total_w += self.w_kd
-                            kd_losses.append(float(kd.item()))
-                    loss = (self.w_rl * loss + extra) / total_w
-
+                    loss = self._hybrid_loss(loss, obs, dist, rollout_data, class_weights, stats)
                 with th.no_grad():
                     log_ratio = log_prob - rollout_data.old_log_prob
                     approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio).cpu().numpy()
@@ -311,25 +353,35 @@ class HybridPPO(PPO):
             self._n_updates += 1
             if not continue_training:
                 break
+        self._record(stats, approx_kl_divs, loss, clip_range, warming)
 
+    def _record(
+        self,
+        stats: dict[str, list],
+        approx_kl_divs: list,
+        loss: th.Tensor,
+        clip_range: float,
+        warming: bool,
+    ) -> None:
+        """The update's figures for the logger (SB3's names, plus the hybrid terms')."""
         explained_var = explained_variance(
             self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten()
         )
         rec = self.logger.record
-        rec("train/entropy_loss", np.mean(entropy_losses))
-        rec("train/policy_gradient_loss", np.mean(pg_losses))
-        rec("train/value_loss", np.mean(value_losses))
+        rec("train/entropy_loss", np.mean(stats["entropy"]))
+        rec("train/policy_gradient_loss", np.mean(stats["pg"]))
+        rec("train/value_loss", np.mean(stats["value"]))
         rec("train/approx_kl", np.mean(approx_kl_divs))
-        rec("train/clip_fraction", np.mean(clip_fractions))
+        rec("train/clip_fraction", np.mean(stats["clip"]))
         rec("train/loss", loss.item())
         rec("train/explained_variance", explained_var)
         rec("train/n_updates", self._n_updates, exclude="tensorboard")
         rec("train/clip_range", clip_range)
         rec("train/critic_warmup", float(warming))
-        if ce_losses:
-            rec("train/ce_loss", np.mean(ce_losses))
-            rec("train/verdict_accuracy", np.mean(verdict_acc))
-        if kd_losses:
-            rec("train/kd_loss", np.mean(kd_losses))
+        if stats["ce"]:
+            rec("train/ce_loss", np.mean(stats["ce"]))
+            rec("train/verdict_accuracy", np.mean(stats["verdict_acc"]))
+        if stats["kd"]:
+            rec("train/kd_loss", np.mean(stats["kd"]))
         for k, v in getattr(self.rollout_buffer, "stats", {}).items():
             rec(k, v)

@@ -227,6 +227,7 @@ def run_member(spec_path: str | Path) -> dict[str, Any]:
             "cpu_s": round(sum(a.get("cpu_s", 0.0) for a in attempts), 2),
             "wall_s": round(sum(a.get("wall_s", 0.0) for a in attempts), 2),
             "max_rss_mb": max((a.get("max_rss_mb", 0.0) for a in attempts), default=0.0),
+            "phases": read_json(out / "phases.json", {}),
             "storage_bytes": storage_bytes(out),
             "checkpoint_bytes": storage_bytes(out / "checkpoints")
             if (out / "checkpoints").is_dir()

@@ -198,17 +198,19 @@ def evaluate_ensemble(
     held-out val frames of the training camera ``params``, never test); the evaluation
     (``cfg.eval_camera_params``, ``final_eval_episodes``) is at that point. report.json
     (its ``operating_point`` section), report.png; its CPU time goes to ``ens/cost.json``.
-    An exported ensemble still starts at ok bias 0: calibrate the ``.onnx`` (README).
+    The point is stored as ``ens/operating_point.json`` for these member files, so
+    ``export`` of the ensemble directory carries it into the ``.onnx``.
     """
     from inspector.policy.ensemble import EnsemblePolicy
     from inspector.train.distill import ensemble_policy
     from inspector.train.evaluate import evaluate, write_report
 
     cpu0 = cpu_seconds()
-    policy = ensemble_policy(ens)
+    policy = ensemble_policy(ens, calibrated=False)
     op = _ensemble_operating_point(policy, camera, params, cfg)
     if op.get("ok_bias"):
         policy = EnsemblePolicy(policy.members, ok_bias=op["ok_bias"])
+    _store_operating_point(ens, policy, op)
     eval_params = {**params, **cfg.eval_camera_params}
     result, kept = evaluate(policy, camera, eval_params, max(1, cfg.final_eval_episodes), keep=6)
     result["ensemble"] = list(read_json(ens / "ensemble.json", {}).get("members", []))
@@ -245,6 +247,30 @@ def _ensemble_operating_point(
         "at_zero": cal.at_zero,
         "frames": frames_doc(camera, val, cal.frames, source),
     }
+
+
+def _store_operating_point(ens: Path, policy: Any, op: Mapping[str, Any]) -> None:
+    """``ens/operating_point.json`` for the members' model files (none where no point
+    was chosen: an old one would name other files or another choice)."""
+    from inspector.policy.ensemble import ensemble_sha256
+    from inspector.policy.operating_point import FILE, OperatingPoint
+
+    (ens / FILE).unlink(missing_ok=True)
+    if op.get("frames") is None:
+        return
+    shas = [m.meta.model_sha256 for m in policy.members]
+    OperatingPoint(
+        ok_bias=float(op["ok_bias"]),
+        objective=str(op["objective"]),
+        target=op.get("target"),
+        model_sha256=ensemble_sha256(shas),
+        frames=int(op["frames"]["count"]),
+        source=" ".join(
+            [str(op["frames"]["camera"]), *(f"{k}={v}" for k, v in op["frames"]["params"].items())]
+        ),
+        at_bias=dict(op.get("at_bias") or {}),
+        at_zero=dict(op.get("at_zero") or {}),
+    ).write(ens)
 
 
 #: report.json keys of the table, and their headings.

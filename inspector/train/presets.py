@@ -37,8 +37,14 @@ NONE = "none"
 #: about 7 % of the cloned steps and the only ones where the verdict is read.
 STOP_WEIGHT = 8.0
 #: What every data preset does at the end of training (with val frames): keep the best
-#: model checked every this many PPO steps, then choose the balanced operating point.
-ENDING = {"select_interval": 16384, "operating_point": "balanced"}
+#: model checked every this many PPO steps, judged at the operating point the run will
+#: choose (a student's distilled ranking is not judged at an ok bias it will never run
+#: at), then choose the balanced operating point.
+ENDING = {
+    "select_interval": 16384,
+    "select_metric": "operating_point",
+    "operating_point": "balanced",
+}
 
 
 @dataclass(frozen=True)

@@ -78,18 +78,80 @@ def val_params(
     return out, "the val split of the training source"
 
 
-def _key(entry: Mapping[str, Any], metric: str) -> tuple[float, float]:
-    other = "defect_auroc" if metric == "balanced_accuracy" else "balanced_accuracy"
+#: The figure the ``operating_point`` metric reads at the chosen bias, per objective.
+OBJECTIVE_FIGURE = {
+    "balanced": "balanced_accuracy",
+    "max_false_alarms": "defect_recall",
+    "min_recall": "ok_rate",
+    "none": "balanced_accuracy",
+}
 
+
+def _other(metric: str) -> str:
+    """The tie-breaker of a metric."""
+    return "balanced_accuracy" if metric == "defect_auroc" else "defect_auroc"
+
+
+def _key(entry: Mapping[str, Any], metric: str) -> tuple[float, float]:
     def num(v: Any) -> float:
         return -1.0 if v is None else float(v)
 
-    return num(entry.get(metric)), num(entry.get(other))
+    return num(entry.get(metric)), num(entry.get(_other(metric)))
 
 
 def better_or_equal(entry: Mapping[str, Any], best: Mapping[str, Any], metric: str) -> bool:
     """Whether a check is at least as good as the kept one (equal keeps the later)."""
     return _key(entry, metric) >= _key(best, metric)
+
+
+def operating_score(
+    probs: Any, labels: Any, outcome_matrix: Any, cfg: TrainConfig
+) -> tuple[float | None, float | None]:
+    """The ``operating_point`` figure of a model on val: (figure, the ok bias it is at).
+
+    The run's objective chooses the bias on these parts exactly as the end of training
+    will (``none``: bias 0); the figure is what that objective maximises there. None
+    where no bias meets the objective's target on these parts.
+    """
+    import math
+
+    from inspector.policy.operating_point import choose_bias, rates_at
+
+    objective = cfg.operating_point
+    if objective == "none":
+        bias, at = 0.0, rates_at(probs, labels, outcome_matrix, 0.0)
+    else:
+        try:
+            bias, at = choose_bias(probs, labels, outcome_matrix, objective, cfg.operating_target)
+        except InspectorError:
+            return None, None
+    at = {**at, "ok_rate": 1.0 - at["false_alarm_rate"]}
+    value = at[OBJECTIVE_FIGURE[objective]]
+    return (None if math.isnan(value) else float(value)), float(bias)
+
+
+def metric_words(cfg: TrainConfig) -> str:
+    """What decides the kept model, in words (for the report)."""
+    metric = cfg.select_metric
+    if metric == "defect_auroc":
+        return "val defect AUROC (threshold-free; ties: balanced accuracy at ok bias 0)"
+    if metric == "balanced_accuracy":
+        return "val balanced accuracy at ok bias 0 (ties: defect AUROC)"
+    objective, target = cfg.operating_point, cfg.operating_target
+    if objective == "max_false_alarms":
+        where = f"at the ok bias chosen there for false alarms <= {target:g}"
+    elif objective == "min_recall":
+        where = f"at the ok bias chosen there for defect recall >= {target:g}"
+    elif objective == "balanced":
+        where = "at the ok bias the balanced objective chooses there"
+    else:
+        where = "at ok bias 0 (no operating point is chosen)"
+    figure = {
+        "balanced_accuracy": "balanced accuracy",
+        "defect_recall": "defect recall",
+        "ok_rate": "1 - false-alarm rate",
+    }[OBJECTIVE_FIGURE[objective]]
+    return f"val {figure} {where} (ties: defect AUROC)"
 
 
 FIGURES = (
@@ -112,6 +174,7 @@ class BestOnVal:
     :param cfg: the run's TrainConfig (interval, parts per check, metric).
     :param source: how the val frames were found (for the report).
     :param fresh: a new run: forget the checks and best model of an earlier run there.
+    :param clock: counts the checks' CPU time (:mod:`inspector.train.phases`).
     """
 
     def __init__(
@@ -123,8 +186,10 @@ class BestOnVal:
         cfg: TrainConfig,
         source: str = "",
         fresh: bool = True,
+        clock: Any = None,
     ) -> None:
         self.out = Path(out)
+        self.clock = clock
         self.profile = profile
         self.camera = camera
         self.params = dict(params)
@@ -142,7 +207,7 @@ class BestOnVal:
 
     def evaluate(self, model: Any) -> tuple[dict[str, Any], Any]:
         """The model's figures on the val frames: (figures, decisions' probabilities)."""
-        from inspector.train.evaluate import metrics, run_parts
+        from inspector.train.evaluate import decision_probabilities, metrics, run_parts
         from inspector.train.torch_policy import TorchPolicy, meta_for_model
 
         training = model.policy.training
@@ -155,10 +220,24 @@ class BestOnVal:
         finally:
             model.policy.set_training_mode(training)
         m = metrics(self.profile.classes, self.profile.ok_class, labels, decisions)
-        return {k: m[k] for k in FIGURES} | {"parts": m["episodes"]}, m
+        figures = {k: m[k] for k in FIGURES} | {"parts": m["episodes"]}
+        if self.cfg.select_metric == "operating_point" and policy.meta.classification_only:
+            # No ok class, no ok bias: the verdict is the likeliest class as it stands.
+            figures |= {"operating_point": figures["balanced_accuracy"], "ok_bias": 0.0}
+        elif self.cfg.select_metric == "operating_point":
+            probs, y = decision_probabilities(policy.meta.classes, labels, decisions)
+            score, bias = operating_score(probs, y, policy.meta.outcome_matrix, self.cfg)
+            figures |= {"operating_point": score, "ok_bias": bias}
+        return figures, m
 
     def check(self, model: Any, when: str) -> dict[str, Any]:
         """Check ``model`` now; save it as best.zip when it is the best so far."""
+        if self.clock is not None:
+            with self.clock.phase("val_checks"):
+                return self._check(model, when)
+        return self._check(model, when)
+
+    def _check(self, model: Any, when: str) -> dict[str, Any]:
         figures, _ = self.evaluate(model)
         entry = {"steps": int(model.num_timesteps), "when": when, **figures}
         best = self.state["best"]
@@ -169,12 +248,8 @@ class BestOnVal:
             self.state["best"] = entry
         self.state["checks"].append(entry)
         self._save()
-        log.info(
-            "val check at %d steps (%s): balanced accuracy %.3f",
-            entry["steps"],
-            when,
-            entry["balanced_accuracy"],
-        )
+        metric = self.cfg.select_metric
+        log.info("val check at %d steps (%s): %s %s", entry["steps"], when, metric, entry[metric])
         return entry
 
     def _save(self) -> None:
@@ -223,7 +298,8 @@ class BestOnVal:
             shutil.copyfile(self.out / BEST, tmp)
             tmp.replace(self.out / "model.zip")
         n_checks = len(self.state["checks"])
-        other = "defect_auroc" if metric == "balanced_accuracy" else "balanced_accuracy"
+        other = _other(metric)
+        name = metric.replace("_", " ")
         tie = (
             f", ties broken by val {other.replace('_', ' ')}"
             if any(
@@ -234,13 +310,13 @@ class BestOnVal:
         )
         if kept_last:
             why = (
-                f"the last model has the highest val {metric.replace('_', ' ')} of"
+                f"the last model has the highest val {name} of"
                 f" {n_checks} checks ({_f(best.get(metric))}{tie})"
             )
         else:
             why = (
                 f"the model at {best['steps']:,} PPO steps ({best['when']}) has the highest"
-                f" val {metric.replace('_', ' ')} of {n_checks} checks ({_f(best.get(metric))}"
+                f" val {name} of {n_checks} checks ({_f(best.get(metric))}"
                 f"{tie}); the last model had {_f(last.get(metric))}"
             )
         kept = {
@@ -248,11 +324,15 @@ class BestOnVal:
             "steps": best["steps"],
             "when": best["when"],
             "metric": metric,
+            "decided_by": metric_words(self.cfg),
             "why": why,
-            "val": {k: best.get(k) for k in FIGURES},
+            "val": {k: best.get(k) for k in (*FIGURES, "operating_point", "ok_bias") if k in best},
             "frames": frames_doc(self.camera, self.params, best.get("parts", 0), self.source),
             "checks": [
-                {k: c.get(k) for k in ("steps", "when", "balanced_accuracy", "defect_auroc")}
+                {
+                    k: c.get(k)
+                    for k in ("steps", "when", metric, "balanced_accuracy", "defect_auroc")
+                }
                 for c in self.state["checks"]
             ],
         }

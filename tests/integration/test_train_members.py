@@ -183,3 +183,34 @@ def test_the_same_directory_again_needs_resume(members_run):
     )
     assert proc.returncode == 2
     assert "--resume" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_ensemble_carries_its_operating_point_into_the_onnx(members_run, tmp_path):
+    """train --members stores the ensemble's operating point for its member files; export
+    of the ensemble directory writes it into the .onnx (a point for other files: none)."""
+    import onnx
+
+    from inspector.export.onnx import export_onnx
+    from inspector.files import sha256_file
+    from inspector.policy.ensemble import ensemble_sha256
+    from inspector.policy.operating_point import FILE, OperatingPoint
+    from inspector.train.distill import ensemble_members, ensemble_policy, write_ensemble
+
+    out, _, _ = members_run
+    members = ensemble_members(out / "ensemble")
+    shas = [sha256_file(m / "model.zip") for m in members]
+    stored = read_json(out / "ensemble" / FILE)
+    assert stored["model_sha256"] == ensemble_sha256(shas)
+    assert stored["ok_bias"] == read_json(out / "ensemble" / "report.json")["ok_bias"]
+    assert ensemble_policy(out / "ensemble").meta.ok_bias == stored["ok_bias"]
+
+    def bias_of(ens_dir, point_for):
+        write_ensemble(ens_dir, members)
+        OperatingPoint(1.25, "balanced", None, ensemble_sha256(point_for), 8, "test").write(ens_dir)
+        target = tmp_path / f"{ens_dir.name}.onnx"
+        export_onnx(members[0], target, members[1:], ensemble_dir=ens_dir)
+        props = {p.key: p.value for p in onnx.load(str(target)).metadata_props}
+        return float(json.loads(props.get("inspector.ok_bias", "0")))
+
+    assert bias_of(out / "ens_calibrated", shas) == 1.25
+    assert bias_of(out / "ens_other_files", shas[::-1]) == 0.0

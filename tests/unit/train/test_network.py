@@ -121,3 +121,34 @@ def test_perception_and_overview_switches_are_validated_and_reach_the_extractor(
     assert policy_kwargs(cfg, 6)["features_extractor_kwargs"]["overview_evidence"] is True
     kw = policy_kwargs(TrainConfig(glimpse_evidence=True), 6)["features_extractor_kwargs"]
     assert "overview_evidence" not in kw
+
+
+def test_skipping_empty_memory_slots_changes_neither_features_nor_gradients(monkeypatch):
+    """Only the current glimpse and the filled slots go through the CNN (a speed-up): the
+    features and every gradient equal those of running the CNN on every slot."""
+    from inspector.train.network import InspectorExtractor, standardise
+
+    def every_slot(self, g, filled):
+        b, m, h, w = g.shape
+        return self.glimpse_cnn(standardise(g.reshape(b * m, 1, h, w))).reshape(b, m, -1)
+
+    torch.manual_seed(0)
+    ext = InspectorExtractor(_space(memory=4), channels=4, features_dim=16, evidence_classes=3,
+                             overview_evidence=True)  # fmt: skip
+    g = torch.randint(1, 255, (6, 4, 16, 16)).float()
+    for i, n in enumerate([1, 2, 3, 4, 1, 0]):  # filled slots per sample (0: none yet)
+        g[i, n:] = 0
+    obs = {"glimpse": g, "overview": torch.rand(6, 1, 16, 16) * 255, "state": torch.rand(6, 8)}
+
+    def run():
+        ext.zero_grad()
+        out = ext(obs)
+        (out * torch.arange(out.shape[1])).sum().backward()
+        return out.detach(), [p.grad.clone() for p in ext.parameters() if p.grad is not None]
+
+    fast, fast_grads = run()
+    monkeypatch.setattr(InspectorExtractor, "_memory_features", every_slot)
+    full, full_grads = run()
+    assert torch.allclose(fast, full, atol=1e-6)
+    assert len(fast_grads) == len(full_grads)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(fast_grads, full_grads))

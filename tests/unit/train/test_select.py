@@ -17,6 +17,8 @@ from inspector.train.select import (
     BestOnVal,
     better_or_equal,
     end_of_training,
+    metric_words,
+    operating_score,
     val_params,
 )
 
@@ -169,3 +171,83 @@ def test_magnetic_tile_val_frames_are_the_manifests_130_val_frames(magnetic_tile
         assert len(cam) == 130 and {r.split for r in cam.records} == {"val"}
     finally:
         cam.close()
+
+
+def _two_models(n_classes: int):
+    """Val probabilities of a lead (centred, ranks 3/4 of the defects right) and a student
+    (ranks every part right, all shifted towards defect): 4 ok parts, 4 defective."""
+    import numpy as np
+
+    def rows(p_defect):
+        out = np.zeros((len(p_defect), n_classes))
+        out[:, 0] = 1.0 - np.asarray(p_defect)
+        out[:, 1] = p_defect
+        return out
+
+    y = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    lead = rows([0.3, 0.3, 0.3, 0.3, 0.7, 0.7, 0.7, 0.2])
+    student = rows([0.6, 0.6, 0.6, 0.6, 0.9, 0.9, 0.9, 0.9])
+    return y, lead, student
+
+
+def test_the_operating_point_figure_keeps_a_student_that_bias_0_would_discard():
+    """The distilled student's verdicts all lean to defect at ok bias 0, so balanced
+    accuracy there discards it for the lead; at the bias the run will choose it wins."""
+    from inspector.policy.operating_point import rates_at
+
+    prof = load_profile(str(PROFILE))
+    om = prof.outcome_matrix()
+    y, lead, student = _two_models(len(prof.classes))
+    at0 = {name: rates_at(p, y, om, 0.0)["balanced_accuracy"]
+           for name, p in (("lead", lead), ("student", student))}  # fmt: skip
+    assert at0["lead"] > at0["student"]
+    cfg = TrainConfig(select_metric="operating_point", operating_point="balanced")
+    s_lead, _ = operating_score(lead, y, om, cfg)
+    s_student, bias = operating_score(student, y, om, cfg)
+    assert s_student == 1.0 > s_lead and bias > 0
+    entry = {"operating_point": s_student, "balanced_accuracy": at0["student"]}
+    best = {"operating_point": s_lead, "balanced_accuracy": at0["lead"]}
+    assert better_or_equal(entry, best, "operating_point")
+    assert not better_or_equal(entry, best, "balanced_accuracy")
+    # --max-false-alarms: recall at the bias chosen for at most that many false alarms.
+    fa = cfg.replace(operating_point="max_false_alarms", operating_target=0.0)
+    assert operating_score(student, y, om, fa)[0] == 1.0
+    assert operating_score(lead, y, om, fa)[0] == 0.75
+    assert "false alarms <= 0" in metric_words(fa)
+    assert "AUROC" in metric_words(cfg.replace(select_metric="defect_auroc"))
+    for objective in ("balanced", "none"):  # no target to print
+        assert "ties: defect AUROC" in metric_words(cfg.replace(operating_point=objective))
+
+
+def test_the_report_says_which_figure_and_which_frames_decided(tmp_path, model):
+    class ByOperatingPoint(BestOnVal):
+        def __init__(self, *args, scores, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.scores = list(scores)
+
+        def evaluate(self, model):
+            op, bal = self.scores.pop(0)
+            return {"operating_point": op, "ok_bias": 1.5, "balanced_accuracy": bal,
+                    "defect_auroc": op, "parts": 5}, None  # fmt: skip
+
+    cfg = TrainConfig(select_interval=16, select_metric="operating_point",
+                      operating_point="max_false_alarms", operating_target=0.05)  # fmt: skip
+    sel = ByOperatingPoint(tmp_path, load_profile(str(PROFILE)), "folder", {"split": "val"},
+                           cfg, "the val split", scores=[(0.6, 0.8), (0.9, 0.5)])  # fmt: skip
+    sel.check(model, "before PPO (after pretraining)")
+    model.num_timesteps = 16
+    model.save(str(tmp_path / "model.zip"))
+    kept = sel.finish(model)
+    assert kept["checkpoint"] == "last" and kept["metric"] == "operating_point"
+    assert kept["decided_by"] == ("val defect recall at the ok bias chosen there for false"
+                                  " alarms <= 0.05 (ties: defect AUROC)")  # fmt: skip
+    assert kept["val"]["operating_point"] == 0.9 and kept["val"]["ok_bias"] == 1.5
+    assert kept["frames"]["split"] == "val" and kept["frames"]["count"] == 5
+    assert [c["operating_point"] for c in kept["checks"]] == [0.6, 0.9]
+
+
+def test_the_data_presets_select_at_the_operating_point():
+    from inspector.train.presets import resolve
+
+    for name in ("footage", "synthetic"):
+        assert resolve(name, "folder")[1].select_metric == "operating_point"
