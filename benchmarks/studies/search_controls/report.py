@@ -373,6 +373,11 @@ def arms_section(records: dict[str, dict], evals: dict[str, dict], s: dict) -> l
     arms = {r["arm"] for n, r in records.items() if "_sc" not in n}
     if len(arms) < 2:
         return []
+    # The arms compare on the same seeds: those of the sparse arm where it was trained
+    # (the controls train further seeds of exp, which section 1 reports).
+    paired = {r["seed"] for r in records.values() if r["arm"] == "outcome"}
+    if paired:
+        records = {n: r for n, r in records.items() if r["seed"] in paired or "_sc" in n}
     target = 0.9
     out = [
         "### 2. The reward machinery on top of the supervised stack",
@@ -380,7 +385,9 @@ def arms_section(records: dict[str, dict], evals: dict[str, dict], s: dict) -> l
         "Every arm: the same perception pretraining, cloning, verdict cross-entropy and KL to"
         " the scripted teacher (HybridPPO 0.7 / 0.2 / 0.1), the same running normalisation;"
         " only the reward differs. Training curve: accuracy on 150 fixed test parts every"
-        f" {s['eval_every']:,} env steps (the pretraining's crops and cloned steps count).",
+        f" {s['eval_every']:,} env steps (the pretraining's crops and cloned steps count)."
+        " Seeds: those the outcome-only arm was trained with"
+        f" ({', '.join(map(str, sorted(paired)))}), so every arm is compared on the same ones.",
         "",
         arms_table(records, evals, target),
     ]
@@ -429,7 +436,13 @@ def claim_notes(records: dict[str, dict], target: float) -> list[str]:
         f"- claim: {CLAIMS[1]}; measured: {glim:.2f}x (outcome-only glimpses / exp glimpses;"
         " above 1 means exp looks at fewer).",
         f"- claim: {CLAIMS[2]}; measured: "
-        + (f"{fewer:.0%} fewer" if fewer is not None else "undefined (no false alarm in either)")
+        + (
+            f"{fewer:.0%} fewer"
+            if fewer is not None
+            else "undefined (no false alarm outcome-only)"
+            if fa_f > 0
+            else "undefined (no false alarm in either)"
+        )
         + f" (false alarms as trained: {fa_b:.3f} outcome-only, {fa_f:.3f} exp).",
     ]
 
