@@ -21,7 +21,7 @@ ONNX graph contract (also used to build TensorRT engines):
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,6 +204,19 @@ class ModelMeta:
             "class_probs": (len(self.classes),),
             "value": (1,),
         }
+
+
+def first_difference(a: Any, b: Any, fields: Sequence[str]) -> tuple[str, Any, Any] | None:
+    """The first of ``fields`` whose value differs between two models' metadata.
+
+    :returns: ``(field, a's value, b's value)``, or None when they all agree (a field
+        neither has counts as equal).
+    """
+    for name in fields:
+        va, vb = getattr(a, name, None), getattr(b, name, None)
+        if va != vb:
+            return name, va, vb
+    return None
 
 
 def check_contract(meta: ModelMeta, shapes: Mapping[str, Any], source: str = "model") -> None:

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from inspector.errors import ModelError
-from inspector.policy.base import ModelMeta, Policy
+from inspector.policy.base import ModelMeta, Policy, first_difference
 
 #: Probabilities are clipped here before the log (the geometric mean of a zero is zero).
 EPS = 1e-9
@@ -46,12 +46,13 @@ def check_compatible(metas: Sequence[ModelMeta], names: Sequence[str] | None = N
     names = list(names) if names is not None else [f"model {i + 1}" for i in range(len(metas))]
     lead = metas[0]
     for name, m in zip(names[1:], metas[1:]):
-        for field in ("classes", "actions", "state_size"):
-            if getattr(m, field) != getattr(lead, field):
-                raise ModelError(
-                    f"{name}: {field} {getattr(m, field)!r} differ from {names[0]}'s"
-                    f" {getattr(lead, field)!r}; ensemble members must share them"
-                )
+        diff = first_difference(lead, m, ("classes", "actions", "state_size"))
+        if diff is not None:
+            field, theirs, mine = diff
+            raise ModelError(
+                f"{name}: {field} {mine!r} differ from {names[0]}'s"
+                f" {theirs!r}; ensemble members must share them"
+            )
         if dict(m.scan) != dict(lead.scan):
             raise ModelError(
                 f"{name}: scan settings {dict(m.scan)} differ from {names[0]}'s"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import FootageError, InspectorError, ModelError, StationError
+from inspector.policy.base import first_difference
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +42,13 @@ def check_successor(running: Any, new: Any, path: str | Path) -> None:
     :param path: the new version's model file (for the message).
     :raises ModelError: one of :data:`CONTRACT` differs.
     """
-    for name in CONTRACT:
-        a, b = getattr(running, name, None), getattr(new, name, None)
-        if a != b:
-            raise ModelError(
-                f"{path}: {name} {b!r} differs from the running model's {a!r} (a version "
-                "that changes it takes over when the station restarts)"
-            )
+    diff = first_difference(running, new, CONTRACT)
+    if diff is not None:
+        name, a, b = diff
+        raise ModelError(
+            f"{path}: {name} {b!r} differs from the running model's {a!r} (a version "
+            "that changes it takes over when the station restarts)"
+        )
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from inspector.errors import ModelError
+from inspector.policy.base import first_difference
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +106,14 @@ class ShadowRunner:
     @staticmethod
     def check_compatible(live_meta: Any, shadow_meta: Any, path: str) -> None:
         """:raises ModelError: the shadow has other classes or scan settings than live."""
-        for name in ("classes", "actions", "scan", "state_size"):
-            a, b = getattr(live_meta, name, None), getattr(shadow_meta, name, None)
-            if a != b:
-                raise ModelError(
-                    f"shadow model {path}: {name} {b!r} differs from the live model's {a!r}"
-                )
+        diff = first_difference(
+            live_meta, shadow_meta, ("classes", "actions", "scan", "state_size")
+        )
+        if diff is not None:
+            name, a, b = diff
+            raise ModelError(
+                f"shadow model {path}: {name} {b!r} differs from the live model's {a!r}"
+            )
 
     def submit(self, image: np.ndarray) -> int | None:
         """Start the shadow on ``image``; a ticket for :meth:`collect`, None when busy."""
