@@ -233,13 +233,9 @@ def run_eval(args: argparse.Namespace) -> int:
         raise InspectorError(f"--episodes must be positive, got {args.episodes}")
     default_store_split(args, "eval", "heldout", "frames no model was trained or chosen on",
                         err=True)  # fmt: skip
-    from inspector.train.distill import ensemble_policy, is_ensemble_dir
     from inspector.train.evaluate import forced_line, trained_source
 
-    if is_ensemble_dir(args.model):  # train --members' ensemble: its members in torch
-        policy = ensemble_policy(args.model)
-    else:
-        policy = load_any_policy(args.model)
+    policy = load_any_policy(args.model)  # also train --members' ensemble directory
     run_dir = Path(args.model) if Path(args.model).is_dir() else Path(args.model).parent
     result, kept = evaluate(
         policy,
