@@ -30,7 +30,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "metadata); an .onnx file gets it in its metadata."
         ),
     )
-    p.add_argument("model", help="run directory, model.zip or .onnx")
+    p.add_argument(
+        "model",
+        help="run directory, model.zip, .onnx, or a train --members run's student or"
+        " ensemble directory (as eval and export take them)",
+    )
     p.add_argument("--camera", required=True, help="camera driver (folder, synthetic, ...)")
     p.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="driver parameter"
@@ -72,7 +76,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
             "the engine's sidecar takes the ONNX metadata"
         )
     if not (path.is_dir() or suffix in (".zip", ".onnx")):
-        raise InspectorError(f"{path}: expected a run directory, model.zip or .onnx")
+        raise InspectorError(
+            f"{path}: expected a run directory, model.zip, .onnx or an ensemble directory"
+        )
     default_store_split(args, "calibrate", "val", "frames for choosing, not for judging")
     params = parse_params(args.param)
     if str(params.get("split", "")).lower() in ("test", "heldout"):

@@ -28,7 +28,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "KL) with the best recipe known for the kind of data (--preset, chosen from the camera "
         "by default). With held-out labelled frames (the val split of a manifest; synthetic "
         "panels of another seed) the run keeps its best model on them, not the last, and "
-        "ends by choosing the operating point there, as calibrate does.",
+        "ends by choosing the operating point there, as calibrate does. Its closing "
+        "evaluation is on held-out frames (a manifest's test split, a footage store's heldout "
+        "split), never on the frames it trained or chose on; without any, it says so.",
     )
     p.add_argument("--profile", required=True, help="reward profile YAML")
     p.add_argument("--camera", required=True, help="camera driver (synthetic, folder, ...)")
@@ -188,6 +190,10 @@ def print_report(r: dict) -> None:
         print(f"operating point: {op['why']}")
     from inspector.train.evaluate import forced_line
 
+    ev = r.get("evaluation") or {}
+    if ev.get("ran") is False:  # no held-out frames: no figure on the training frames
+        print(f"eval: none ({ev.get('why')})")
+        return
     frames = r.get("eval_frames") or {}
     print(f"eval on {frames.get('about', str(r['episodes']) + ' parts')}:")
     print(
@@ -227,13 +233,9 @@ def run_eval(args: argparse.Namespace) -> int:
         raise InspectorError(f"--episodes must be positive, got {args.episodes}")
     default_store_split(args, "eval", "heldout", "frames no model was trained or chosen on",
                         err=True)  # fmt: skip
-    from inspector.train.distill import ensemble_policy, is_ensemble_dir
     from inspector.train.evaluate import forced_line, trained_source
 
-    if is_ensemble_dir(args.model):  # train --members' ensemble: its members in torch
-        policy = ensemble_policy(args.model)
-    else:
-        policy = load_any_policy(args.model)
+    policy = load_any_policy(args.model)  # also train --members' ensemble directory
     run_dir = Path(args.model) if Path(args.model).is_dir() else Path(args.model).parent
     result, kept = evaluate(
         policy,

@@ -76,21 +76,32 @@ def choose_operating_point(
 
 
 def store_in_run(run_dir: str | Path, cal: Calibration) -> Path:
-    """Write ``operating_point.json`` for the run's model.zip (as calibrate does)."""
-    from inspector.files import sha256_file
-
+    """Write ``operating_point.json`` for the run's model.zip (as calibrate does); in an
+    ensemble directory (``train --members``' ``RUN/ensemble``) for its members' files."""
     run_dir = Path(run_dir)
     point = OperatingPoint(
         ok_bias=cal.ok_bias,
         objective=cal.objective,
         target=cal.target,
-        model_sha256=sha256_file(run_dir / "model.zip"),
+        model_sha256=model_identity(run_dir),
         frames=cal.frames,
         source=cal.source,
         at_bias=cal.at_bias,
         at_zero=cal.at_zero,
     )
     return point.write(run_dir)
+
+
+def model_identity(run_dir: Path) -> str:
+    """The sha256 an operating point of ``run_dir`` is chosen for: its model.zip's, or an
+    ensemble directory's :func:`inspector.policy.ensemble.ensemble_sha256` of its members'."""
+    from inspector.files import sha256_file
+    from inspector.policy.ensemble import ensemble_sha256
+    from inspector.train.distill import ensemble_members, is_ensemble_dir
+
+    if is_ensemble_dir(run_dir):
+        return ensemble_sha256([sha256_file(m / "model.zip") for m in ensemble_members(run_dir)])
+    return sha256_file(run_dir / "model.zip")
 
 
 def calibrate_run(

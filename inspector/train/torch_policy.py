@@ -150,7 +150,9 @@ def load_trained(path: str | Path) -> tuple[Any, Any, str]:
 
 
 def load_any_policy(path: str | Path, *, threads: int | None = None) -> Policy:
-    """:func:`inspector.policy.load.load_policy`, and also a trained ``.zip`` or run directory.
+    """:func:`inspector.policy.load.load_policy`, and also a trained ``.zip``, a run
+    directory or the ensemble directory of ``train --members`` (``RUN/ensemble``: its
+    members in torch at the ensemble's operating point).
 
     For development and evaluation (``eval``, ``calibrate``, retraining, explain);
     stations call ``load_policy``, which refuses what would unpickle.
@@ -159,9 +161,24 @@ def load_any_policy(path: str | Path, *, threads: int | None = None) -> Policy:
     """
     from inspector.policy.load import REFUSED, load_policy
     from inspector.policy.operating_point import read_ok_bias
+    from inspector.train.distill import ensemble_policy, is_ensemble_dir
 
     p = Path(path)
+    if is_ensemble_dir(p):  # train --members' ensemble: its members in torch, its own point
+        return ensemble_policy(p)
+    _refuse_members_run(p)
     if p.is_dir() or p.suffix.lower() in REFUSED:
         model, profile, sha = load_trained(p)
         return TorchPolicy(model, meta_for_model(model, profile, sha, read_ok_bias(p, sha)))
     return load_policy(p, threads=threads)
+
+
+def _refuse_members_run(p: Path) -> None:
+    """The top directory of ``train --members`` holds two models: say which to give."""
+    from inspector.train.members import SUMMARY_FILE
+
+    if p.is_dir() and (p / SUMMARY_FILE).is_file() and not (p / "model.zip").is_file():
+        raise ModelError(
+            f"{p} is a train --members run: give {p / 'student'} (one agent) or"
+            f" {p / 'ensemble'} (the members' verdict ensemble)"
+        )

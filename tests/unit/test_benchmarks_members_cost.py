@@ -54,3 +54,39 @@ def test_a_run_is_saved_with_its_configuration_and_rendered_without_paths(tmp_pa
     assert "| student | - | 0.500 | - |" in text and "what it shows" in text
     assert "/somewhere" not in text and "--param path=FOOTAGE" in text
     assert all("path" not in r for r in data["rows"])
+
+
+def _saved(seed: int, student_recall: float, timesteps: int = 150000) -> dict:
+    config = {"label": f"r_s{seed}", "members": 2, "timesteps": timesteps, "seed": seed}
+    rows = [
+        {"name": n, "balanced_accuracy": b, "defect_recall": r, "false_alarm_rate": f}
+        | {"defect_auroc": 0.9, "pixel_fraction": 0.05, "cpu_min_to_deployable": c}
+        for n, b, r, f, c in (
+            ("m0", 0.6, 0.9, 0.2, 9.0),
+            ("m1", 0.7, 0.8, 0.1, 10.0),
+            ("ensemble", 0.92, 0.97, 0.04, 19.0),
+            ("student", 0.8, student_recall, 0.3, 28.0),
+        )
+    ]
+    return {"benchmark": {"config": config}, "status": "done", "rows": rows}
+
+
+def test_seeds_of_one_recipe_are_pooled_and_each_goal_counted():
+    from benchmarks.studies.members_cost.seeds import seeds_table
+
+    other_recipe = _saved(5, 0.9, timesteps=100)  # alone in its recipe: no table
+    text = seeds_table([_saved(0, 0.96), _saved(1, 0.90), other_recipe])
+    assert "Over seeds 0, 1 (r_s0, r_s1)" in text
+    assert "Over seeds 5" not in text
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines() if "|" in line}
+    assert "| 4 |" in lines["one default agent (each member)"]  # 2 members x 2 seeds
+    assert "0.930 (0.900-0.960)" in lines["student"]  # mean (min-max) of recall
+    assert "28.0 (28.0-28.0)" in lines["student"]
+    assert lines["ensemble"].rstrip().endswith("2 of 2 |")
+    assert lines["student"].rstrip().endswith("0 of 2 |")
+
+
+def test_a_single_seed_gives_no_table_over_seeds():
+    from benchmarks.studies.members_cost.seeds import seeds_table
+
+    assert seeds_table([_saved(0, 0.96)]) == ""

@@ -51,9 +51,11 @@ def raster_positions(w: int, h: int, cw: int, ch: int) -> list[tuple[float, floa
         if i % 2 or j % 2
     ]
     out: list[tuple[float, float]] = []
+    seen: set[tuple[float, float]] = set()  # footage frames hold hundreds of positions
     for c in tiles + half:
         key = (round(c[0], 6), round(c[1], 6))
-        if key not in {(round(a, 6), round(b, 6)) for a, b in out}:
+        if key not in seen:
+            seen.add(key)
             out.append(c)
     return out
 

@@ -1,0 +1,93 @@
+"""The cost table over seeds: recorded runs of one recipe that differ only in their seed.
+
+Each finished run gives three deployable kinds of model: one default agent (a member: what
+``train`` without ``--members`` trains), the ensemble and the distilled student. This table
+puts each kind's figures over the seeds side by side (mean and range), with the
+CPU-minutes it took to have it and whether each seed met issue #26's quality goal.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+from benchmarks.harness import table
+
+KINDS = (
+    ("one default agent (each member)", "member"),
+    ("ensemble", "ensemble"),
+    ("student", "student"),
+)
+FIGURES = (
+    ("balanced acc", "balanced_accuracy", 3),
+    ("defect recall", "defect_recall", 3),
+    ("false alarms", "false_alarm_rate", 3),
+    ("AUROC", "defect_auroc", 3),
+    ("pixel fraction", "pixel_fraction", 3),
+    ("CPU-min to deployable", "cpu_min_to_deployable", 1),
+)
+
+
+def recipe_key(data: dict) -> str:
+    """What a run was asked, without its seed and label: runs with the same key are seeds
+    of one recipe."""
+    cfg = {k: v for k, v in data["benchmark"]["config"].items() if k not in ("seed", "label")}
+    return json.dumps(cfg, sort_keys=True)
+
+
+def meets_goal(row: dict) -> bool:
+    """Issue #26's quality goal on a row's figures (at the operating point its run chose)."""
+    return (
+        (row.get("defect_recall") or 0.0) >= 0.95
+        and (row.get("false_alarm_rate") if row.get("false_alarm_rate") is not None else 1.0)
+        <= 0.05
+        and (row.get("balanced_accuracy") or 0.0) >= 0.90
+    )
+
+
+def _kind(name: str) -> str:
+    return name if name in ("ensemble", "student") else "member"
+
+
+def _spread(values: list[float], digits: int) -> str:
+    if not values:
+        return "-"
+    mean = statistics.fmean(values)
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def seeds_table(results: list[dict]) -> str:
+    """Markdown for every recipe with at least two finished seeds ('' when none has)."""
+    groups: dict[str, list[dict]] = {}
+    for d in results:
+        if d.get("status", "done") == "done":
+            groups.setdefault(recipe_key(d), []).append(d)
+    parts = []
+    for runs in groups.values():
+        seeds = sorted({d["benchmark"]["config"]["seed"] for d in runs})
+        if len(seeds) < 2:
+            continue
+        labels = ", ".join(sorted(d["benchmark"]["config"]["label"] for d in runs))
+        rows = []
+        for title, kind in KINDS:
+            found = [r for d in runs for r in d["rows"] if _kind(r["name"]) == kind]
+            if not found:
+                continue
+            met = sum(meets_goal(r) for r in found)
+            rows.append(
+                [title, str(len(found))]
+                + [_spread([r[k] for r in found if r.get(k) is not None], n) for _, k, n in FIGURES]
+                + [f"{met} of {len(found)}"]
+            )
+        heads = ["model", "models", *(h for h, _, _ in FIGURES), "quality goal met"]
+        parts.append(
+            f"### Over seeds {', '.join(map(str, seeds))} ({labels})\n\n"
+            "Mean (min-max) over the finished runs of one recipe that differ only in"
+            " their seed, each model at the operating point its run chose on val; a"
+            " member row pools every member of every seed. Quality goal: defect recall"
+            " >= 0.95, false alarms <= 0.05, balanced accuracy >= 0.90 on the test"
+            " split.\n\n" + table(heads, rows)
+        )
+    return "\n".join(parts)
