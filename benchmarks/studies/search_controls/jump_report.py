@@ -102,7 +102,8 @@ def evaluate(s: dict, out: Path, models: Path) -> dict[str, dict]:
             record = json.loads(rec_path.read_text())
             config = {**training.run_config(record), "kind": "eval", "parts": s["parts"]}
             path.parent.mkdir(parents=True, exist_ok=True)
-            evals[name] = training.save_result(path, config, ev)
+            training.save_result(path, config, ev)
+            evals[name] = json.loads(path.read_text())  # as a later run reads it back
     return evals
 
 
