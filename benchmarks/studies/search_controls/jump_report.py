@@ -308,6 +308,19 @@ def write(s: dict, out: Path, args: Any, argv: list[str], evals: dict[str, dict]
     write = not args.no_write and (s["mode"] == "full" or args.doc != harness.DOC)
     title = "Does the learned search earn its keep? A searcher that jumps (issue #27, section 4)"
     if write:
+        jump = [e["rows"] for e in evals.values() if e["arm"] == "jump"]
+        if jump:
+            from benchmarks.studies.search_controls import plot
+
+            png = args.doc.parent / "search_controls_jump.png"
+            mean = analysis.mean_rows(jump)
+            plot.plot_controls(
+                mean, png, "Quadrants task: the jump agent's heads under each driver"
+            )
+            body += (
+                f"\n![the jump agent and the controls]({png.name})\n\n(The star is the jump"
+                " agent with its own stops; the lines and the other marks drive its heads.)\n"
+            )
         harness.write_section("search_controls_jump", title, body, command, doc=args.doc)
     print(body)
     return 0
