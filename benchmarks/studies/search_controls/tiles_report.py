@@ -322,9 +322,10 @@ def section(evals: dict[str, dict], png_dir: Path) -> list[str]:
         "The issue's goal per model (as for the quadrants: beats = higher recall at equal"
         " glimpses by more than two standard errors of the agent's recall on the"
         f" {n_test - fr['test'][classes[0]]} defective test frames, or the scan needs twice"
-        " the agent's glimpses for its recall; loses = lower by more than that). "
+        " the agent's glimpses for its recall; loses = lower by more than that). Models"
+        " counted by their agent's verdict: "
         + "; ".join(
-            f"against the {DRIVER_WORDS[b]}: "
+            f"{DRIVER_WORDS[b]}: "
             + ", ".join(f"{k} {v}" for k, v in sorted(tally(evals, b).items()))
             for b in BASES
         )
