@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from benchmarks import harness
@@ -261,7 +262,9 @@ def write_report(s: dict, sections, out: Path, args, argv) -> int:
         return 1
     # A quick run never replaces the published section (unless --doc names a report).
     write = not args.no_write and (s["mode"] == "full" or args.doc != harness.DOC)
-    png_dir = args.doc.parent if write else out
+    # --no-write writes nothing (the results tree is in git): plots go to a scratch folder.
+    scratch = tempfile.TemporaryDirectory(prefix="search_controls_") if args.no_write else None
+    png_dir = Path(scratch.name) if scratch else args.doc.parent if write else out
     parts = report.runs_note(records) if records else []
     controls = {n: e for n, e in evals.items() if e["fixed"]}
     if controls:
@@ -291,8 +294,10 @@ def write_report(s: dict, sections, out: Path, args, argv) -> int:
         harness.write_section(
             "search_controls", title, body, command, doc=args.doc, keep_measured=alone
         )
-    else:  # kept beside the runs instead
+    elif scratch is None:  # kept beside the runs instead
         (out / "report.md").write_text(body)
+    else:
+        scratch.cleanup()
     print(body)
     return 0
 
