@@ -13,9 +13,11 @@ in a local process or a Ray task (:mod:`inspector.train.cluster`), resuming from
 last checkpoint wherever it died; a finished member is not trained again.
 
 The student is the same kind of spec: initialised from the lead member's weights and
-trained with the hybrid loss whose KL term's teacher is the ensemble
-(:class:`inspector.train.distill.EnsembleTeacher`), ``distill_w_kd`` its weight. A
-station then runs one agent at one agent's cost.
+taught by the ensemble (:class:`inspector.train.distill.EnsembleTeacher`): by default
+(``distill: supervised``) it learns the ensemble's verdict and moves on the states it
+visits (:mod:`inspector.train.dagger`); with ``distill: ppo`` it trains with the hybrid
+loss whose KL term's teacher is the ensemble, ``distill_w_kd`` its weight. A station
+then runs one agent at one agent's cost.
 """
 
 from __future__ import annotations
@@ -75,10 +77,12 @@ def student_spec(
     cfg: TrainConfig,
     k: int,
 ) -> MemberSpec:
-    """The student: the lead member's weights, the ensemble as the KL term's teacher.
+    """The student: the lead member's weights, the ensemble as its teacher.
 
     Nothing is pretrained again (the lead's perception and cloning carry over), the
-    critic is the lead's (no warm-up), the KL weight is ``cfg.distill_w_kd``.
+    critic is the lead's (no warm-up). ``cfg.distill``: ``supervised`` distils all
+    ``timesteps`` without PPO (:mod:`inspector.train.dagger`); ``ppo`` trains them with
+    the hybrid loss whose KL term (weight ``cfg.distill_w_kd``) has the ensemble as teacher.
     """
     ens = (out / "ensemble").resolve()
     config = {
@@ -89,6 +93,7 @@ def student_spec(
         "bc_samples": 0,
         "perception_samples": 0,
         "critic_warmup": 0,
+        "supervised_distill_steps": int(timesteps) if cfg.distill == "supervised" else 0,
     }
     return MemberSpec(
         name="student",
