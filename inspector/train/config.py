@@ -18,6 +18,8 @@ SELECT_METRICS = ("operating_point", "balanced_accuracy", "defect_auroc")
 OPERATING_POINTS = ("balanced", "max_false_alarms", "min_recall", "none")
 #: ``distill`` values: how ``train --members`` distils its ensemble.
 DISTILL_METHODS = ("supervised", "ppo")
+#: ``distill_init`` values: the member that leads the ensemble and starts the student.
+DISTILL_INITS = ("lead", "best")
 
 
 @dataclass
@@ -126,6 +128,9 @@ class TrainConfig:
         learns the ensemble's verdict and moves on the states it visits, round by round,
         no PPO; ``inspector.train.dagger``) or ``ppo`` (PPO with the hybrid loss whose KL
         term's teacher is the ensemble, ``distill_w_kd`` its weight; the earlier way).
+    :param distill_init: the member that leads the ensemble (its moves) and whose
+        weights the student starts from: ``lead`` (m0) or ``best`` (the member whose kept
+        model has the best val figure of its own run, ``select_metric``).
     :param supervised_distill_steps: environment steps of supervised distillation from
         the run's teacher (a model or ensemble directory) before PPO; ``train --members``
         sets it for its student with ``distill: supervised``. 0 = none.
@@ -193,6 +198,7 @@ class TrainConfig:
     distill_timesteps: int = 0
     distill_w_kd: float = 1.0
     distill: str = "supervised"
+    distill_init: str = "lead"
     supervised_distill_steps: int = 0
     distill_rounds: int = 6
     distill_passes: float = 4.0
@@ -251,6 +257,8 @@ class TrainConfig:
     def _validate_distillation(self) -> None:
         if self.distill not in DISTILL_METHODS:
             raise ValueError(f"distill must be one of {', '.join(DISTILL_METHODS)}")
+        if self.distill_init not in DISTILL_INITS:
+            raise ValueError(f"distill_init must be one of {', '.join(DISTILL_INITS)}")
         if self.supervised_distill_steps < 0 or self.distill_rounds < 1:
             raise ValueError("supervised_distill_steps must be >= 0 and distill_rounds >= 1")
         if self.distill_passes <= 0 or self.distill_temperature <= 0 or self.distill_w_moves < 0:

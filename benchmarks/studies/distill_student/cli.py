@@ -20,17 +20,25 @@ def train(run: Path, name: str, steps: int, changes: dict) -> Path:
     """Train (or resume) the student ``run/name`` as ``train --members`` would, with
     the members' TrainConfig changed by ``changes``."""
     from inspector.train.config import TrainConfig
+    from inspector.train.distill import write_ensemble
     from inspector.train.member_run import MemberSpec, run_member
-    from inspector.train.members import student_spec
+    from inspector.train.members import lead_member, student_spec
 
     lead = MemberSpec.read(run / "members" / "m0" / "member.json")
     base = {k: v for k, v in lead.config.items() if k in TrainConfig.__dataclass_fields__}
     cfg = TrainConfig(**{**base, "seed": lead.config["seed"], **changes})
     cfg.validate()
-    members = len(list((run / "members").glob("m*/model.zip")))
+    members = sorted(p.parent for p in (run / "members").glob("m*/model.zip"))
     profile = run / "members" / "m0" / "profile.yaml"  # the run's copy (same sha256)
     profile = str(profile.resolve()) if profile.is_file() else lead.profile
-    spec = student_spec(profile, lead.camera, lead.params, steps, run, cfg, members)
+    first = lead_member(members, cfg)
+    ensemble = "ensemble"
+    if first != "m0":  # the run's ensemble is led by m0: this student's by ``first``
+        ensemble = f"ensemble_{first}"
+        order = [m for m in members if m.name == first] + [m for m in members if m.name != first]
+        write_ensemble(run / ensemble, order)
+    spec = student_spec(profile, lead.camera, lead.params, steps, run, cfg, len(members),
+                        first, ensemble)  # fmt: skip
     spec.out = str((run / name).resolve())
     spec.extra = {"changes": changes}
     path = Path(spec.out) / "member.json"

@@ -98,3 +98,21 @@ def test_the_default_distillation_of_members_is_supervised():
     with pytest.raises(ValueError, match="distill must be"):
         TrainConfig(distill="magic").validate()
     assert np.isclose(TrainConfig().distill_temperature, 1.0)
+
+
+def test_the_best_member_on_val_leads_and_starts_the_student(tmp_path):
+    import json
+
+    from inspector.train.members import lead_member, student_spec
+
+    members = []
+    for name, score in (("m0", 0.7), ("m1", 0.8), ("m2", 0.8), ("m3", None)):
+        (tmp_path / name).mkdir()
+        best = {"operating_point": score} if score is not None else {}
+        (tmp_path / name / "select.json").write_text(json.dumps({"best": best}))
+        members.append(tmp_path / name)
+    cfg = TrainConfig(select_metric="operating_point")
+    assert lead_member(members, cfg) == "m0"  # the default: the lead
+    assert lead_member(members, cfg.replace(distill_init="best")) == "m1"  # ties: the first
+    spec = student_spec("p.yaml", "synthetic", {}, 8, tmp_path, cfg, 4, "m1")
+    assert spec.init_from == str((tmp_path / "members" / "m1").resolve())
