@@ -200,7 +200,7 @@ class TrainConfig:
     distill: str = "supervised"
     distill_init: str = "lead"
     supervised_distill_steps: int = 0
-    distill_rounds: int = 6
+    distill_rounds: int = 12
     distill_passes: float = 4.0
     distill_temperature: float = 1.0
     distill_w_moves: float = 1.0

@@ -61,7 +61,7 @@ class DistillSettings:
     """
 
     steps: int
-    rounds: int = 6
+    rounds: int = 12
     passes: float = 4.0
     batch: int = 256
     lr: float = 3e-4
@@ -145,9 +145,16 @@ class Aggregate:
         return sum(len(p["t_verdict"]) for p in self.parts)
 
     def sample(self, rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
-        joined = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
-        idx = rng.integers(0, len(joined["t_verdict"]), n)
-        return {k: v[idx] for k, v in joined.items()}
+        """``n`` rows drawn uniformly (with replacement) from every round kept."""
+        first = self.parts[0]
+        starts = np.cumsum([0] + [len(p["t_verdict"]) for p in self.parts])
+        idx = rng.integers(0, starts[-1], n)
+        out = {k: np.empty((n, *v.shape[1:]), v.dtype) for k, v in first.items()}
+        for j, part in enumerate(self.parts):  # no copy of the whole aggregate
+            rows = (idx >= starts[j]) & (idx < starts[j + 1])
+            for k in out:
+                out[k][rows] = part[k][idx[rows] - starts[j]]
+        return out
 
 
 def train_round(

@@ -194,13 +194,31 @@ def _distil_supervised(
     teacher: Any,
     env: Any,
     cfg: TrainConfig,
+    timesteps: int,
+    out: Path,
+    sel: Any,
+    clock: PhaseClock,
+) -> None:
+    """Supervised distillation from ``teacher`` for ``cfg.supervised_distill_steps`` of
+    the run's ``timesteps`` before PPO (:mod:`inspector.train.dagger`): a checkpoint and
+    a val check after each round. Nothing to do once the model has those steps."""
+    steps = min(cfg.supervised_distill_steps, timesteps)
+    if model.num_timesteps >= steps:
+        return
+    with clock.phase("distillation"):  # the val checks during it count as theirs
+        _distil_rounds(model, teacher, env, cfg, steps, out, sel, clock)
+
+
+def _distil_rounds(
+    model: Any,
+    teacher: Any,
+    env: Any,
+    cfg: TrainConfig,
     steps: int,
     out: Path,
     sel: Any,
     clock: PhaseClock,
 ) -> None:
-    """Supervised distillation from ``teacher`` for ``steps`` env steps before PPO
-    (:mod:`inspector.train.dagger`): a checkpoint and a val check after each round."""
     from inspector.train.dagger import DistillSettings, distil
 
     if teacher is None or isinstance(teacher, str):
@@ -290,10 +308,7 @@ def train_run(
             model = _fresh_model(
                 env, profile, cfg, teacher, out, prof_copy, camera, camera_params, init_from, clock
             )
-        if model.num_timesteps < min(cfg.supervised_distill_steps, timesteps):
-            with clock.phase("distillation"):  # the val checks during it count as theirs
-                _distil_supervised(model, teacher, env, cfg, min(cfg.supervised_distill_steps,
-                                   timesteps), out, sel, clock)  # fmt: skip
+        _distil_supervised(model, teacher, env, cfg, timesteps, out, sel, clock)
         remaining = max(0, timesteps - model.num_timesteps)
         if remaining > 0:
             with clock.phase("ppo"):  # the val checks during it count as theirs

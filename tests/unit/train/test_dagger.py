@@ -116,3 +116,15 @@ def test_the_best_member_on_val_leads_and_starts_the_student(tmp_path):
     assert lead_member(members, cfg.replace(distill_init="best")) == "m1"  # ties: the first
     spec = student_spec("p.yaml", "synthetic", {}, 8, tmp_path, cfg, 4, "m1")
     assert spec.init_from == str((tmp_path / "members" / "m1").resolve())
+
+
+def test_the_aggregate_draws_from_every_round_it_keeps():
+    from inspector.train.dagger import Aggregate
+
+    agg = Aggregate()
+    for r in range(3):
+        agg.add({"t_verdict": np.full((4, 2), r, np.float32), "state": np.full((4, 1), r)})
+    drawn = agg.sample(np.random.default_rng(0), 300)
+    assert len(agg) == 12 and drawn["t_verdict"].shape == (300, 2)
+    assert set(np.unique(drawn["state"])) == {0, 1, 2}
+    np.testing.assert_array_equal(drawn["t_verdict"][:, 0], drawn["state"][:, 0])
