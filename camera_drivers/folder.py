@@ -8,7 +8,8 @@ Layouts (``layout=auto`` guesses, see :func:`inspector.annotations.detect_layout
   (magnetic-tile style) or ``masks/x.png``;
 * ``manifest``: a CSV with columns ``image,mask,label,split`` (``split`` filters);
 * ``voc`` / ``coco``: Pascal VOC XML or COCO JSON boxes; the image's label is
-  the class with most box area, ``ok`` without boxes.
+  chosen by ``label_rule`` as ``footage import --label-rule`` chooses it (default
+  ``largest-area``: the class with most box area, ``ok`` without boxes).
 
 An unreadable, truncated or zero-byte image is skipped with a warning and
 counted in :attr:`stats`; a mask whose size differs from its image is a
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from inspector import CameraDriver, CameraError, FootageError, Frame, Truth, hookimpl
-from inspector.annotations import LAYOUTS, OK_CLASS, Record, clip_boxes, discover
+from inspector.annotations import LAYOUTS, OK_CLASS, LabelRule, Record, clip_boxes, discover
 from inspector.imageio import read_image, read_mask
 
 #: Label of an unlabelled image whose mask shows a defect.
@@ -50,6 +51,11 @@ class FolderCamera(CameraDriver):
     :param label: the label of every image that has none from the layout (e.g. ``crack``
         for ``MT_Crack/Imgs`` as image + mask pairs). Without it, an unlabelled image
         with a mask is ``defect`` when the mask has any pixel set, else ``ok``.
+    :param label_rule: ``voc``/``coco``: how an image's label is chosen from its boxes,
+        as ``footage import --label-rule``: ``largest-area`` (default), ``first-object``,
+        ``folder`` (the image's folder name) or ``filename-pattern`` (see
+        :mod:`inspector.annotations.labels`); an image it gives no label is skipped.
+    :param label_pattern: the regular expression of ``label_rule=filename-pattern``.
     """
 
     has_truth = True
@@ -67,6 +73,8 @@ class FolderCamera(CameraDriver):
         grayscale: bool = True,
         label_map: dict[str, str] | None = None,
         label: str | None = None,
+        label_rule: str | None = None,
+        label_pattern: str | None = None,
     ) -> None:
         super().__init__()
         if layout not in LAYOUTS:
@@ -80,6 +88,9 @@ class FolderCamera(CameraDriver):
             raise CameraError(f"folder: {self.root} is not a folder")
         skips: list[tuple[str, str]] = []
         try:
+            rule = None
+            if label_rule is not None or label_pattern is not None:
+                rule = LabelRule(label_rule or LabelRule().name, label_pattern)
             self.layout, self.records = discover(
                 self.root,
                 layout=layout,
@@ -88,6 +99,7 @@ class FolderCamera(CameraDriver):
                 split=split,
                 label_map=label_map,
                 skips=skips,
+                label_rule=rule,
             )
         except FootageError as exc:
             raise CameraError(f"folder: {exc}") from None

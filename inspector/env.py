@@ -1,9 +1,11 @@
 """The gymnasium environment: inspect one part per episode.
 
-Action space ``MultiDiscrete([7, C])``: the first component moves, zooms or stops
-(see :data:`inspector.scan.ACTIONS`); the second is the verdict over the profile's
-classes, read only on ``stop`` (the policy's classifier head). Ending with a verdict
-pays the outcome terms; the profile's step budget truncates the episode.
+Action space ``MultiDiscrete([A, C])``: the first component moves, zooms, jumps to a
+tile or stops, from the profile's action table (:func:`inspector.scan.action_names`:
+``scan.actions``; the default moves table has A = 7, ``stop`` is always last); the
+second is the verdict over the profile's classes, read only on ``stop`` (the policy's
+classifier head). Ending with a verdict pays the outcome terms; the profile's step
+budget truncates the episode.
 
 Rewards: each term of the profile is called in profile order after every step;
 the returned reward is ``outcome_weight * outcome + process_weight * process``.
@@ -27,7 +29,7 @@ from inspector.frames import Frame
 from inspector.profile import Profile, load_profile
 from inspector.rrm.step import INFO_KEY as STEP_KEY
 from inspector.rrm.step import StepRecord
-from inspector.scan import ACTIONS, STOP, Scanner, observation_shapes
+from inspector.scan import Scanner, action_names, observation_shapes
 from inspector.terms import OUTCOME, EpisodeContext, StepContext
 
 
@@ -49,7 +51,8 @@ def env_spaces(profile: Profile) -> tuple[spaces.Dict, spaces.MultiDiscrete]:
             "state": spaces.Box(-1.0, 1.0, shapes["state"], dtype=np.float32),
         }
     )
-    return observation, spaces.MultiDiscrete([len(ACTIONS), len(profile.classes)])
+    n_actions = len(action_names(profile.scan))
+    return observation, spaces.MultiDiscrete([n_actions, len(profile.classes)])
 
 
 class FrameSource:
@@ -113,8 +116,9 @@ class InspectionEnv(gym.Env):
     :param require_truth: refuse frames without a label (training needs them).
     :param teacher: also report the scripted teacher's action and verdict for the next
         observation (``info["teacher"]``/``["teacher_verdict"]`` at reset,
-        ``info["teacher_next"]``/``["teacher_verdict_next"]`` per step). True uses a
-        default :class:`inspector.teacher.ScriptedTeacher`; pass one to configure it.
+        ``info["teacher_next"]``/``["teacher_verdict_next"]`` per step). True uses the
+        default teacher of the profile's action table (:func:`inspector.teacher.teacher_for`);
+        pass one to configure it.
     :param render_mode: ``rgb_array`` draws the frame with the viewport.
     """
 
@@ -250,10 +254,10 @@ class InspectionEnv(gym.Env):
             "phi": self._phi,
         }
         if self.teacher:
-            from inspector.teacher import ScriptedTeacher
+            from inspector.teacher import teacher_for
 
             if self._teacher is None:
-                self._teacher = ScriptedTeacher()
+                self._teacher = teacher_for(self.scanner)
             self._teacher.reset(self.scanner, mask)
             info["teacher"] = self.teacher_action()
             info["teacher_verdict"] = self.teacher_verdict()
@@ -266,11 +270,11 @@ class InspectionEnv(gym.Env):
         a = int(act[0])
         v = int(act[1]) if act.size > 1 else 0
         obs, moved, revisit = self.scanner.step(a)
-        terminated = a == STOP
+        terminated = a == self.scanner.stop
         truncated = (not terminated) and self.scanner.steps >= self.profile.step_budget
         verdict = self.classes[v] if terminated else None
         ctx = self._context(
-            ACTIONS[a],
+            self.scanner.actions[a],
             verdict,
             moved=moved,
             revisit=revisit,

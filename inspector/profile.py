@@ -38,6 +38,11 @@ class ScanSettings:
         shows native pixels.
     :param memory: how many recent glimpses the observation keeps (evidence across glimpses).
     :param move_fraction: a move shifts the viewport by this fraction of its side.
+    :param actions: the searcher's action table: ``moves`` (half-viewport moves and
+        zooms, the default), ``tiles`` (a jump to each native tile of a
+        ``tiles`` x ``tiles`` grid over the frame) or ``moves+tiles`` (both); ``stop``
+        always comes last (:func:`inspector.scan.action_names`).
+    :param tiles: tiles per side of the jump grid (used with ``tiles`` actions only).
     """
 
     glimpse: int = 32
@@ -45,6 +50,8 @@ class ScanSettings:
     zoom_levels: int = 3
     memory: int = 4
     move_fraction: float = 0.5
+    actions: str = "moves"
+    tiles: int = 2
 
 
 @dataclass(frozen=True)

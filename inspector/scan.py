@@ -26,15 +26,72 @@ import numpy as np
 from inspector.errors import ModelError
 from inspector.imageio import to_gray
 from inspector.profile import ScanSettings
+from inspector.yamlio.profile_spec import ACTION_SETS
 
-#: Action names in index order. ``stop`` ends the part; its verdict comes separately.
-ACTIONS: tuple[str, ...] = ("up", "down", "left", "right", "zoom_in", "zoom_out", "stop")
+#: The move and zoom actions in index order (``scan.actions: moves``).
+MOVES: tuple[str, ...] = ("up", "down", "left", "right", "zoom_in", "zoom_out")
+#: The default action table (``scan.actions: moves``), in index order. ``stop`` ends the
+#: part; its verdict comes separately. A profile may choose another table
+#: (:func:`action_names`); a model's own table is its metadata's ``actions``.
+ACTIONS: tuple[str, ...] = (*MOVES, "stop")
+#: ``stop`` of the default table. Every table ends with ``stop``, so a model's stop
+#: index is ``len(actions) - 1`` (:func:`stop_index`).
 STOP = ACTIONS.index("stop")
+#: Most tiles per side of the jump grid (the profile allows 16; metadata is bounded too).
+MAX_TILES = 64
 #: The step budget of a model whose metadata names none.
 DEFAULT_BUDGET = 12
 _MOVES = {0: (0, -1), 1: (0, 1), 2: (-1, 0), 3: (1, 0)}
 #: Side of the coarse "seen at native resolution" grid in the state vector.
 SEEN_GRID = 4
+
+
+def action_names(settings: ScanSettings) -> tuple[str, ...]:
+    """The action table of ``settings`` in index order, ``stop`` last.
+
+    ``moves``: :data:`ACTIONS` (half-viewport moves, zooms). ``tiles``: ``tile_0`` ..
+    ``tile_{n-1}``, a jump to each native tile of the ``tiles`` x ``tiles`` grid in
+    raster order (:meth:`Scanner.tile_centre`). ``moves+tiles``: the moves, then the
+    tiles.
+
+    :raises ValueError: an unknown action set or a grid of no tile.
+    """
+    kind = getattr(settings, "actions", "moves")
+    if kind not in ACTION_SETS:
+        raise ValueError(f"unknown scan actions {kind!r}; allowed: {', '.join(ACTION_SETS)}")
+    if kind == "moves":
+        return ACTIONS
+    n = int(settings.tiles)
+    if not 1 <= n <= MAX_TILES:
+        raise ValueError(f"scan.tiles must be 1 .. {MAX_TILES}, got {n}")
+    tiles = tuple(f"tile_{k}" for k in range(n * n))
+    return (*(MOVES if kind == "moves+tiles" else ()), *tiles, "stop")
+
+
+def stop_index(actions: tuple[str, ...] | int) -> int:
+    """The index of ``stop`` in an action table (its last entry), or in a table of that
+    many actions."""
+    return (actions if isinstance(actions, int) else len(actions)) - 1
+
+
+def scan_metadata(settings: ScanSettings) -> dict[str, Any]:
+    """The scan settings as a model's metadata stores them.
+
+    The action table's fields are written only when they are not the default
+    (``moves``), so a model trained with the moves exports exactly as before and an
+    older model's metadata rebuilds the same scanner (:meth:`Scanner.from_metadata`).
+    """
+    out = {
+        "glimpse": settings.glimpse,
+        "overview": settings.overview,
+        "zoom_levels": settings.zoom_levels,
+        "memory": settings.memory,
+        "move_fraction": settings.move_fraction,
+    }
+    if settings.actions != "moves":
+        out["actions"] = settings.actions
+        out["tiles"] = settings.tiles
+    return out
 
 
 def state_size(settings: ScanSettings) -> int:
@@ -72,6 +129,13 @@ class Scanner:
         self.settings = settings
         self.budget = max(1, int(budget))
         self.levels = int(settings.zoom_levels)
+        #: the action table in index order (``stop`` last)
+        self.actions = action_names(settings)
+        self.stop = stop_index(self.actions)
+        self._has_moves = self.actions[: len(MOVES)] == MOVES
+        #: tiles of the jump grid (0 without tile actions) and the first tile's action
+        self.n_tiles = sum(1 for a in self.actions if a.startswith("tile_"))
+        self.tile0 = self.actions.index("tile_0") if self.n_tiles else -1
         g = settings.glimpse
         self._glimpses = np.zeros((settings.memory, g, g), dtype=np.uint8)
         self._overview = np.zeros((1, settings.overview, settings.overview), dtype=np.uint8)
@@ -98,11 +162,13 @@ class Scanner:
         :param meta: a :class:`inspector.policy.base.ModelMeta` (anything with ``scan``,
             a mapping of :class:`ScanSettings` fields, and ``step_budget``).
         :param budget: the step budget; by default the model's, else ``DEFAULT_BUDGET``.
-        :raises ModelError: the metadata's scan settings are not ScanSettings' fields.
+        :raises ModelError: the metadata's scan settings are not ScanSettings' fields,
+            or name an action table this version does not know.
         """
         try:
             settings = ScanSettings(**dict(meta.scan))
-        except TypeError as exc:
+            action_names(settings)
+        except (TypeError, ValueError) as exc:
             raise ModelError(f"unusable scan settings: {exc}") from None
         return cls(settings, budget or meta.step_budget or DEFAULT_BUDGET)
 
@@ -129,6 +195,32 @@ class Scanner:
         # Re-centre on the clamped rectangle so a move against an edge changes nothing.
         self.cx = (x0 + cw / 2) / w
         self.cy = (y0 + ch / 2) / h
+
+    def tile_centre(self, k: int) -> tuple[float, float]:
+        """Centre (normalised) of native tile ``k`` of the jump grid, raster order.
+
+        The ``tiles`` x ``tiles`` native viewports are spread evenly from one edge of the
+        frame to the other (the first at the left/top edge, the last at the right/bottom
+        edge), so they cover the frame whenever the grid has at least as many tiles per
+        side as native viewports fit; where exactly that many fit they are the frame's
+        non-overlapping tiling (the tiling control of the search_controls study).
+        """
+        n = int(self.settings.tiles)
+        h, w = self.image.shape[:2]
+        cw, ch = self.crop_size(self.levels - 1)
+        i, j = k % n, k // n
+        x0 = i * (w - cw) / (n - 1) if n > 1 else (w - cw) / 2
+        y0 = j * (h - ch) / (n - 1) if n > 1 else (h - ch) / 2
+        return (round(x0) + cw / 2) / w, (round(y0) + ch / 2) / h
+
+    def tile_seen(self, k: int) -> bool:
+        """Whether native tile ``k``'s viewport has been looked at in this part."""
+        cx, cy = self.tile_centre(k)
+        h, w = self.image.shape[:2]
+        cw, ch = self.crop_size(self.levels - 1)
+        x0 = min(max(0, round(cx * w - cw / 2)), w - cw)
+        y0 = min(max(0, round(cy * h - ch / 2)), h - ch)
+        return (self.levels - 1, x0, y0) in self._visited
 
     @property
     def glimpse(self) -> np.ndarray:
@@ -163,14 +255,20 @@ class Scanner:
         return self.observation()
 
     def step(self, action: int) -> tuple[dict[str, np.ndarray], bool, bool]:
-        """Apply a move or zoom action (``stop`` changes nothing).
+        """Apply a move, zoom or tile action of :attr:`actions` (``stop`` changes nothing).
 
         :returns: (observation, moved, revisit): ``moved`` is False when the action hit an
-            edge or a zoom limit; ``revisit`` is True when the new viewport was seen before.
+            edge or a zoom limit (or jumped to the tile in view); ``revisit`` is True when
+            the new viewport was seen before.
         """
         before = (self.rect, self.level)
         a = int(action)
-        if a in _MOVES:
+        if self.n_tiles and 0 <= a - self.tile0 < self.n_tiles:
+            self.level = self.levels - 1
+            self.cx, self.cy = self.tile_centre(a - self.tile0)
+        elif not self._has_moves:
+            pass
+        elif a in _MOVES:
             dx, dy = _MOVES[a]
             h, w = self.image.shape[:2]
             x0, y0, x1, y1 = self.rect
@@ -182,11 +280,11 @@ class Scanner:
         elif a == 5:
             self.level = max(0, self.level - 1)
         self.steps += 1
-        if a != STOP:
+        if a != self.stop:
             self._place()
         moved = (self.rect, self.level) != before
         revisit = False
-        if a != STOP:
+        if a != self.stop:
             revisit = self._key() in self._visited
             if moved:
                 self._look()

@@ -17,6 +17,10 @@ left the student wandering). This one behaves the way the student could:
   of sight through the whole search (rare: too faint for the level-1 glimpse) is
   then approached with the truth, so its native view is still labelled.
 * The last step of the budget is always a stop: a verdict beats a truncation.
+
+A profile whose action table has tile jumps (``scan.actions: tiles`` or
+``moves+tiles``) gets the :class:`TileTeacher` instead (:func:`teacher_for`): native
+tiles in raster order, stop as soon as a defect is in sight.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from inspector.scan import ACTIONS, Scanner
+from inspector.scan import ACTIONS, MOVES, Scanner
 
+#: The move table's indices (the same in ``moves+tiles``, whose stop is ``sc.stop``).
 UP, DOWN, LEFT, RIGHT, ZOOM_IN, ZOOM_OUT, STOP = range(len(ACTIONS))
 
 
@@ -155,7 +160,12 @@ class ScriptedTeacher:
         self.locked = False
 
     def reset(self, sc: Scanner, mask: np.ndarray | None) -> None:
-        """Start an episode (after ``sc.reset``)."""
+        """Start an episode (after ``sc.reset``).
+
+        :raises ValueError: the scanner's action table has no moves (use :class:`TileTeacher`).
+        """
+        if sc.actions[: len(MOVES)] != MOVES:
+            raise ValueError("the scripted move teacher needs the move actions; use TileTeacher")
         self.mask = mask if mask is not None and mask.any() else None
         self.target = defect_target(self.mask)
         native = sc.levels - 1
@@ -165,7 +175,11 @@ class ScriptedTeacher:
         self.locked = False
 
     def act(self, sc: Scanner) -> int:
-        """The teacher's action in the scanner's current state."""
+        """The teacher's action in the scanner's current state (an index of its table)."""
+        a = self._act(sc)
+        return sc.stop if a == STOP else a
+
+    def _act(self, sc: Scanner) -> int:
         if self.target is not None and not self.seen and defect_in_sight(sc, self.mask):
             self.seen = self.locked = True
         if sc.steps >= sc.budget - 1:
@@ -200,3 +214,54 @@ def _approach(sc: Scanner, target: tuple[float, float]) -> int:
     if mv is not None:
         return mv
     return STOP if sc.native else ZOOM_IN
+
+
+class TileTeacher:
+    """The teacher for an action table with tile jumps (``scan.actions: tiles`` or
+    ``moves+tiles``): the exhaustive tiling with an early stop.
+
+    It stops as soon as a defect is in sight (the current glimpse shows it, by the rule
+    of :func:`defect_in_sight`: already in the overview for a defect that shows there),
+    else jumps to the first native tile of the grid not looked at yet (raster order),
+    and stops when every tile has been seen (an ok part). Like :class:`ScriptedTeacher`
+    it may be asked on any state (the student's own, for DAgger relabelling) and uses
+    the truth only once in sight; the last step of the budget is a stop.
+
+    :param fallback: accepted for :class:`ScriptedTeacher`'s signature; the tiles cover
+        the frame, so no defect stays out of sight through the whole search.
+    """
+
+    def __init__(self, fallback: bool = True) -> None:
+        self.fallback = bool(fallback)
+        self.mask: np.ndarray | None = None
+        self.target: tuple[float, float] | None = None
+        #: the defect has been in sight (the observations show it)
+        self.seen = False
+
+    def reset(self, sc: Scanner, mask: np.ndarray | None) -> None:
+        """Start an episode (after ``sc.reset``).
+
+        :raises ValueError: the scanner's action table has no tile jumps.
+        """
+        if not sc.n_tiles:
+            raise ValueError("the tile teacher needs tile actions (scan.actions: tiles)")
+        self.mask = mask if mask is not None and mask.any() else None
+        self.target = defect_target(self.mask)
+        self.seen = False
+
+    def act(self, sc: Scanner) -> int:
+        """The teacher's action in the scanner's current state (an index of its table)."""
+        if self.target is not None and not self.seen and defect_in_sight(sc, self.mask):
+            self.seen = True
+        if self.seen or sc.steps >= sc.budget - 1:
+            return sc.stop
+        for k in range(sc.n_tiles):
+            if not sc.tile_seen(k):
+                return sc.tile0 + k
+        return sc.stop
+
+
+def teacher_for(sc: Scanner, fallback: bool = True) -> ScriptedTeacher | TileTeacher:
+    """The scripted teacher that fits ``sc``'s action table: :class:`TileTeacher` when it
+    has tile jumps, else :class:`ScriptedTeacher`."""
+    return TileTeacher(fallback) if sc.n_tiles else ScriptedTeacher(fallback)

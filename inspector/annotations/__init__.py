@@ -66,9 +66,12 @@ from inspector.annotations.labels import (
     DEFAULT_LABEL_PATTERN,
     DEFAULT_LABEL_RULE,
     LABEL_RULES,
+    RULED_LAYOUTS,
     LabelRule,
     box_classes,
+    check_rule_applies,
     disagreement,
+    label_by_rule,
     relabel,
 )
 from inspector.annotations.voc import read_voc, read_voc_file
@@ -84,12 +87,14 @@ __all__ = [
     "MAX_CSV_FIELD",
     "MAX_PATH_CHARS",
     "OK_CLASS",
+    "RULED_LAYOUTS",
     "LabelRule",
     "Record",
     "Skips",
     "annotation_format",
     "apply_label_map",
     "box_classes",
+    "check_rule_applies",
     "clip_boxes",
     "coco_in",
     "confine",
@@ -98,6 +103,7 @@ __all__ = [
     "discover",
     "find_image",
     "is_inside",
+    "label_by_rule",
     "label_from_boxes",
     "manifest_in",
     "read_annotations",
@@ -215,6 +221,7 @@ def discover(
     split: str | None = None,
     label_map: Mapping[str, str] | None = None,
     skips: Skips | None = None,
+    label_rule: LabelRule | None = None,
 ) -> tuple[str, list[Record]]:
     """List the annotated images of a footage folder.
 
@@ -230,9 +237,12 @@ def discover(
     :param split: keep only this split (needs a manifest).
     :param label_map: rename labels (see :func:`apply_label_map`).
     :param skips: where skipped things are recorded as ``(where, reason)`` (default: logged).
+    :param label_rule: how a VOC/COCO frame's label is chosen from its boxes (default
+        ``largest-area``; :mod:`inspector.annotations.labels`), as ``footage import
+        --label-rule`` does; an image the rule gives no label is a skip.
     :returns: the layout used and the records, in a stable order.
-    :raises FootageError: a bad layout name, a missing folder or file, or a split
-        filter without a manifest.
+    :raises FootageError: a bad layout name, a missing folder or file, a split filter
+        without a manifest, or a label rule for a layout that brings its labels.
     """
     folder = Path(folder)
     if layout not in LAYOUTS:
@@ -249,6 +259,7 @@ def discover(
             layout = annotation_format(ann)
         else:
             layout = detect_layout(folder)
+    check_rule_applies(layout, label_rule, flag="label_rule", kind="layout")
     if split is not None and layout != "manifest":
         raise FootageError(
             f"split={split!r} needs a manifest (layout=manifest with a split column); "
@@ -268,7 +279,8 @@ def discover(
                 raise FootageError(f"layout=coco: no annotations given and none found in {folder}")
         if annotation_format(ann) != layout:
             raise FootageError(f"{ann} is not {layout.upper()} annotations")
-        records = read_annotations(ann, images_root=folder, skips=skips)
+        records = label_by_rule(read_annotations(ann, images_root=folder, skips=skips),
+                                layout, label_rule, skips)  # fmt: skip
     elif layout == "classes":
         records = scan_classes(folder, skips=skips)
     elif layout == "masks":

@@ -59,6 +59,11 @@ class LabelRule:
             raise FootageError(
                 f"unknown label rule {self.name!r}; expected one of: {', '.join(LABEL_RULES)}"
             )
+        if self.pattern is not None and self.name != "filename-pattern":
+            raise FootageError(
+                f"label pattern {self.pattern!r} is for label rule filename-pattern,"
+                f" not {self.name}"
+            )
         if self.name == "filename-pattern":
             pattern = self.pattern or DEFAULT_LABEL_PATTERN
             try:
@@ -91,6 +96,46 @@ class LabelRule:
         if not label:
             return None, f"{self.pattern!r} gives an empty class for {rec.image.stem!r}"
         return label, None
+
+
+#: The layouts (and import formats) whose frames get their label from boxes by a rule.
+RULED_LAYOUTS: tuple[str, ...] = ("voc", "coco")
+
+
+def label_by_rule(
+    records: list[Record],
+    layout: str,
+    rule: LabelRule | None,
+    skips: list[tuple[str, str]] | None = None,
+    *,
+    flag: str = "--label-rule",
+    kind: str = "--format",
+) -> list[Record]:
+    """The records of ``layout`` labelled by ``rule`` (the footage import and the
+    ``folder`` camera alike): VOC/COCO records by the rule (default ``largest-area``);
+    any other layout brings its labels, and a rule other than the default is an error.
+
+    :param flag: how the caller names the rule, ``kind`` how it names the layout (for
+        the error).
+    :raises FootageError: a rule other than the default for a layout that is not VOC/COCO.
+    """
+    if layout in RULED_LAYOUTS:
+        return relabel(records, rule or LabelRule(), skips)
+    check_rule_applies(layout, rule, flag=flag, kind=kind)
+    return records
+
+
+def check_rule_applies(
+    layout: str, rule: LabelRule | None, *, flag: str = "--label-rule", kind: str = "--format"
+) -> None:
+    """Refuse a rule other than the default for a layout that brings its own labels.
+
+    :raises FootageError: naming ``flag`` and the layouts it is for.
+    """
+    if layout not in RULED_LAYOUTS and rule is not None and rule != LabelRule():
+        raise FootageError(
+            f"{flag} is for {kind} {' or '.join(RULED_LAYOUTS)}; {layout} brings its labels"
+        )
 
 
 def box_classes(boxes: Iterable[Box]) -> list[str]:

@@ -28,7 +28,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "KL) with the best recipe known for the kind of data (--preset, chosen from the camera "
         "by default). With held-out labelled frames (the val split of a manifest; synthetic "
         "panels of another seed) the run keeps its best model on them, not the last, and "
-        "ends by choosing the operating point there, as calibrate does.",
+        "ends by choosing the operating point there, as calibrate does. Its closing "
+        "evaluation is on held-out frames (a manifest's test split, a footage store's heldout "
+        "split), never on the frames it trained or chose on; without any, it says so.",
     )
     p.add_argument("--profile", required=True, help="reward profile YAML")
     p.add_argument("--camera", required=True, help="camera driver (synthetic, folder, ...)")
@@ -188,6 +190,10 @@ def print_report(r: dict) -> None:
         print(f"operating point: {op['why']}")
     from inspector.train.evaluate import forced_line
 
+    ev = r.get("evaluation") or {}
+    if ev.get("ran") is False:  # no held-out frames: no figure on the training frames
+        print(f"eval: none ({ev.get('why')})")
+        return
     frames = r.get("eval_frames") or {}
     print(f"eval on {frames.get('about', str(r['episodes']) + ' parts')}:")
     print(

@@ -163,7 +163,7 @@ def record_observations(
     """Observations from real episodes (the policy's own scan paths), batched, ``n`` in all."""
     from inspector.camera import open_camera
     from inspector.env import FrameSource
-    from inspector.scan import STOP, Scanner
+    from inspector.scan import Scanner
 
     meta = policy.meta
     scanner = Scanner.from_metadata(meta)
@@ -181,7 +181,7 @@ def record_observations(
                 # Explore a little, so the recorded states are not only the greedy path.
                 if rng.random() < 0.3:
                     a = int(rng.integers(len(meta.actions) - 1))
-                if a == STOP or len(rows["state"]) >= n:
+                if a == scanner.stop or len(rows["state"]) >= n:
                     break
                 obs, _, _ = scanner.step(a)
     finally:

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from inspector.annotations import (
+    RULED_LAYOUTS,
     LabelRule,
     Record,
     annotation_format,
     apply_label_map,
+    check_rule_applies,
     clip_boxes,
     disagreement,
     is_inside,
@@ -164,10 +166,10 @@ def _records_for(
         recs = read_coco(path, images_root=images_root, skips=skips)
     else:
         raise FootageError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}")
-    if fmt in ("voc", "coco"):
+    if fmt in RULED_LAYOUTS:
         recs = _apply_rule(recs, label_rule or LabelRule(), report)
-    elif label_rule is not None and label_rule != LabelRule():
-        raise FootageError(f"--label-rule is for --format voc or coco; {fmt} brings its labels")
+    else:
+        check_rule_applies(fmt, label_rule)
     return [_Item(r) for r in recs]
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inspector.policy.base import Policy
-from inspector.scan import STOP, PathPoint, Scanner
+from inspector.scan import PathPoint, Scanner
 
 
 @dataclass
@@ -42,23 +42,35 @@ class Decision:
     latency_s: float = 0.0
 
 
-def run_episode(policy: Policy, scanner: Scanner, image: np.ndarray, budget: int) -> Decision:
+def run_episode(
+    policy: Policy,
+    scanner: Scanner,
+    image: np.ndarray,
+    budget: int,
+    stop_on_defect: bool = False,
+) -> Decision:
     """Scan, focus and decide on one frame with ``policy``.
 
     :param policy: any backend behind :class:`Policy`.
-    :param scanner: a scanner built from the model's scan settings.
+    :param scanner: a scanner built from the model's scan settings (its action table).
     :param image: the frame (gray or BGR uint8).
     :param budget: the step budget; when it runs out the classifier decides.
+    :param stop_on_defect: also stop as soon as the verdict at the model's operating point
+        (:meth:`Policy.verdict`, its ok bias) is a defect: the early-out of a search once
+        the evidence is in, whatever the move head says (no effect without an ok class).
     """
     t0 = time.perf_counter()
     obs = scanner.reset(image)
     actions: list[int] = []
     probs = None
     stopped = False
+    ok = policy.meta.ok_class if stop_on_defect else None
     for _ in range(max(1, budget)):
         a, probs = policy.act(obs)
+        if ok is not None and policy.verdict(probs) != ok:
+            a = scanner.stop
         actions.append(a)
-        if a == STOP:
+        if a == scanner.stop:
             stopped = True
             break
         obs, _, _ = scanner.step(a)

@@ -42,7 +42,8 @@ class ModelMeta:
     :param classes: verdict classes, ok class first.
     :param actions: action names in index order.
     :param scan: the scan settings as a dict (glimpse, overview, zoom_levels, memory,
-        move_fraction).
+        move_fraction; ``actions`` and ``tiles`` where the action table is not the
+        default moves, :func:`inspector.scan.scan_metadata`).
     :param state_size: length of the state vector.
     :param outcome_matrix: R[c, y] outcome rewards (declare c on a part of class y).
     :param profile_name: the reward profile's name.
@@ -219,6 +220,33 @@ def first_difference(a: Any, b: Any, fields: Sequence[str]) -> tuple[str, Any, A
     return None
 
 
+def check_actions(meta: ModelMeta, source: str = "model") -> None:
+    """Refuse a model whose action list is not the table its own scan settings give.
+
+    The table follows from the metadata's ``scan`` (``actions`` and ``tiles``, absent in
+    a model of the default moves table; :func:`inspector.scan.action_names`); the station
+    and the runtimes index it by position, so a model trained with another table (or by
+    a version that names its actions otherwise) would move the viewport wrongly.
+
+    :raises ModelError: the names or their order differ, or the scan names an action
+        table this version does not know.
+    """
+    from inspector.profile import ScanSettings
+    from inspector.scan import action_names
+
+    try:
+        want = action_names(ScanSettings(**dict(meta.scan)))
+    except (TypeError, ValueError) as exc:
+        raise ModelError(f"{source}: broken model metadata: scan: {exc}") from None
+    if tuple(meta.actions) != tuple(want):
+        kind = meta.scan.get("actions", "moves")
+        raise ModelError(
+            f"{source}: the model's actions {list(meta.actions)} are not the table its scan "
+            f"settings give (scan.actions {kind!r}: {list(want)}); the model was made by "
+            "another version or its metadata was edited (re-export it)"
+        )
+
+
 def check_contract(meta: ModelMeta, shapes: Mapping[str, Any], source: str = "model") -> None:
     """Refuse a graph whose inputs or outputs do not fit its own metadata.
 
@@ -232,13 +260,7 @@ def check_contract(meta: ModelMeta, shapes: Mapping[str, Any], source: str = "mo
     :param source: the file, for the message.
     :raises ModelError: a missing tensor or a static dimension that does not fit.
     """
-    from inspector.scan import ACTIONS
-
-    if tuple(meta.actions) != tuple(ACTIONS):
-        raise ModelError(
-            f"{source}: the model's actions {list(meta.actions)} are not this version's "
-            f"{list(ACTIONS)}"
-        )
+    check_actions(meta, source)
     for key in ("glimpse", "overview", "memory"):
         v = meta.scan.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:

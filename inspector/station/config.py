@@ -92,12 +92,16 @@ class ModelSection:
         providers when present, else CPU), ``onnxruntime-cpu`` or ``tensorrt``.
     :param threads: intra-op threads of ONNX Runtime (0: its default).
     :param registry: the registry folder ``registry:`` paths name (read only).
+    :param stop_on_defect: end a part's search as soon as the verdict at the model's
+        operating point is a defect, whatever the move head says (fewer glimpses on
+        defective parts; :func:`inspector.policy.agent.run_episode`).
     """
 
     path: str = ""
     backend: str = "auto"
     threads: int = 1
     registry: str = "registry"
+    stop_on_defect: bool = False
 
     def validate(self) -> None:
         """:raises ValueError: no path, an unknown backend, or one that does not fit the file."""
@@ -451,6 +455,7 @@ def check_profile(policy: Any, profile_path: str | None) -> tuple[Any, list[str]
     import dataclasses
 
     from inspector.profile import load_profile
+    from inspector.scan import action_names
 
     prof = load_profile(profile_path, warn=False)
     meta = policy.meta
@@ -466,6 +471,13 @@ def check_profile(policy: Any, profile_path: str | None) -> tuple[Any, list[str]
             f"{prof.step_budget} in the profile"
         )
     scan = dataclasses.asdict(prof.scan)
+    theirs = action_names(prof.scan)
+    if tuple(meta.actions) != theirs:
+        raise ModelError(
+            f"{where} disagree on the action table: the model's has {len(meta.actions)} "
+            f"actions ({meta.scan.get('actions', 'moves')}), the profile's {len(theirs)} "
+            f"(scan.actions {prof.scan.actions}); use the profile the model was trained with"
+        )
     diff = [k for k, v in meta.scan.items() if k in scan and scan[k] != v]
     if diff:
         raise ModelError(

@@ -359,7 +359,9 @@ class Station(StationServices, StationStatus):
         part = trigger.part_id if trigger and trigger.part_id else str(frame.part_id)
         self._follow_rollout()
         try:
-            d = run_episode(self.policy, self.scanner, image, self.budget)
+            d = run_episode(
+                self.policy, self.scanner, image, self.budget, self.cfg.model.stop_on_defect
+            )
             # The shadow starts once the live verdict is in, so it never competes with
             # the live model for the cores while the live model decides.
             ticket = self.shadow.submit(image) if self.shadow is not None else None

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from inspector.profile import Profile
-from inspector.scan import ACTIONS
 from inspector.train.config import TrainConfig
 
 
@@ -107,7 +106,7 @@ def build_model(env: Any, profile: Profile, cfg: TrainConfig, teacher: Any, tb_d
         rollout_buffer_class=RRMRolloutBuffer,
         rollout_buffer_kwargs={
             "rrm": profile.rrm,
-            "n_move_actions": len(ACTIONS),
+            "n_move_actions": int(env.action_space.nvec[0]),
             "seed": cfg.seed,
         },
         w_rl=cfg.w_rl,

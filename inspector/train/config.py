@@ -48,7 +48,10 @@ class TrainConfig:
     :param checkpoint_interval: environment steps between checkpoints (at rollout ends).
     :param eval_interval: environment steps between evaluations (progress + curriculum); 0: off.
     :param eval_episodes: parts per evaluation (fixed frames, deterministic policy).
-    :param eval_camera_params: camera parameter overrides for evaluation (e.g. split: val).
+    :param eval_camera_params: camera parameter overrides for the closing evaluation;
+        empty: held-out frames derived from the training camera (a manifest's or store's
+        ``split: train`` becomes its ``test``/``heldout`` split; none where there are none:
+        see ``inspector.train.select.eval_params``).
     :param curriculum: list of camera-parameter overrides from easy to hard; training moves to
         the next stage when evaluation accuracy reaches ``curriculum_threshold``.
     :param curriculum_threshold: evaluation accuracy that advances the curriculum.

@@ -40,7 +40,7 @@ from stable_baselines3.common.utils import explained_variance
 from torch.nn import functional as F
 
 from inspector.rrm.buffer import RRMRolloutBuffer
-from inspector.scan import STOP
+from inspector.scan import STOP, stop_index
 from inspector.train.losses import balanced_class_weights, verdict_cross_entropy
 
 log = logging.getLogger(__name__)
@@ -125,6 +125,14 @@ class HybridPPO(PPO):
             self.rollout_buffer.stash(infos, dones, getattr(self.env, "reset_infos", None))
 
     # -- the verdict on stop steps only -------------------------------------------------
+    def _stop_action(self) -> int:
+        """The stop action's index: the last of the env's action table (the profile's
+        ``scan.actions``), the moves table's ``STOP`` without a MultiDiscrete space."""
+        space = self.action_space
+        if isinstance(space, spaces.MultiDiscrete):
+            return stop_index(int(space.nvec[0]))
+        return STOP
+
     def _masks_verdict(self) -> bool:
         space = self.action_space
         return bool(
@@ -142,7 +150,7 @@ class HybridPPO(PPO):
             return dist.log_prob(actions)
         move, verdict = dist.distribution
         a = actions.long()
-        stop = (a[:, 0] == STOP).to(th.float32)
+        stop = (a[:, 0] == self._stop_action()).to(th.float32)
         return move.log_prob(a[:, 0]) + stop * verdict.log_prob(a[:, 1])
 
     def _mask_rollout_log_probs(self) -> None:
@@ -156,7 +164,7 @@ class HybridPPO(PPO):
             return
         n_steps, n_envs = buf.log_probs.shape[:2]
         actions = buf.actions.reshape(n_steps * n_envs, -1)
-        non_stop = actions[:, 0].astype(np.int64) != STOP
+        non_stop = actions[:, 0].astype(np.int64) != self._stop_action()
         if not non_stop.any():
             return
         idx = np.flatnonzero(non_stop)
@@ -287,6 +295,7 @@ class HybridPPO(PPO):
                 class_weights,
                 None if teach is None else teach[labelled],
                 self.verdict_stop_weight,
+                self._stop_action(),
             )
             extra = extra + self.w_sl * ce
             total_w += self.w_sl

@@ -45,6 +45,7 @@ def verdict_cross_entropy(
     class_weights: th.Tensor | None = None,
     teacher_actions: th.Tensor | None = None,
     stop_weight: float = 1.0,
+    stop_action: int = STOP,
 ) -> th.Tensor:
     """Weighted mean cross-entropy of the verdict logits (all targets valid, ``>= 0``).
 
@@ -52,6 +53,7 @@ def verdict_cross_entropy(
     :param teacher_actions: the teacher's move action per row (-1 unknown) for the
         stop weighting, or None.
     :param stop_weight: weight of the rows where the teacher stops (1 = none).
+    :param stop_action: the stop action's index in the model's action table (its last).
     """
     if stop_weight <= 0:
         raise ValueError(f"stop_weight must be positive, got {stop_weight}")
@@ -60,5 +62,5 @@ def verdict_cross_entropy(
     if class_weights is not None:
         w = w * class_weights.to(ce.device)[targets]
     if teacher_actions is not None and stop_weight != 1.0:
-        w = w * th.where(teacher_actions == STOP, float(stop_weight), 1.0)
+        w = w * th.where(teacher_actions == stop_action, float(stop_weight), 1.0)
     return (ce * w).sum() / w.sum()

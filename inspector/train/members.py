@@ -220,7 +220,8 @@ def evaluate_ensemble(
 
     The operating point is chosen as the members' are (``cfg.operating_point`` on the
     held-out val frames of the training camera ``params``, never test); the evaluation
-    (``cfg.eval_camera_params``, ``final_eval_episodes``) is at that point. report.json
+    (on held-out frames, :func:`inspector.train.select.eval_params`;
+    ``final_eval_episodes``) is at that point, or none without held-out frames. report.json
     (its ``operating_point`` section), report.png; its CPU time goes to ``ens/cost.json``.
     The point is stored as ``ens/operating_point.json`` for these member files, so
     ``export`` of the ensemble directory carries it into the ``.onnx``.
@@ -228,6 +229,7 @@ def evaluate_ensemble(
     from inspector.policy.ensemble import EnsemblePolicy
     from inspector.train.distill import ensemble_policy
     from inspector.train.evaluate import evaluate, write_report
+    from inspector.train.select import eval_params, no_eval_doc
 
     cpu0 = cpu_seconds()
     policy = ensemble_policy(ens, calibrated=False)
@@ -235,13 +237,21 @@ def evaluate_ensemble(
     if op.get("ok_bias"):
         policy = EnsemblePolicy(policy.members, ok_bias=op["ok_bias"])
     _store_operating_point(ens, policy, op)
-    eval_params = {**params, **cfg.eval_camera_params}
-    result, kept = evaluate(policy, camera, eval_params, max(1, cfg.final_eval_episodes), keep=6)
-    result["ensemble"] = list(read_json(ens / "ensemble.json", {}).get("members", []))
-    result["scan"] = dict(policy.meta.scan)
-    result["ok_bias"] = float(op.get("ok_bias", 0.0))
-    result["operating_point"] = op
-    write_report(result, kept, ens / "report.json", ens / "report.png")
+    members = list(read_json(ens / "ensemble.json", {}).get("members", []))
+    ev_params, ev_source = eval_params(camera, params, cfg)
+    if ev_params is None:  # no held-out frames: no figure on the training frames
+        result = {"ensemble": members, "scan": dict(policy.meta.scan), "operating_point": op,
+                  "ok_bias": float(op.get("ok_bias", 0.0)), "eval_frames": None,
+                  "evaluation": no_eval_doc(ev_source)}  # fmt: skip
+        write_json(ens / "report.json", result)
+    else:
+        result, kept = evaluate(policy, camera, ev_params, max(1, cfg.final_eval_episodes), keep=6)
+        result["ensemble"] = members
+        result["scan"] = dict(policy.meta.scan)
+        result["ok_bias"] = float(op.get("ok_bias", 0.0))
+        result["operating_point"] = op
+        result["evaluation"] = {"ran": True, "why": ev_source}
+        write_report(result, kept, ens / "report.json", ens / "report.png")
     write_json(ens / COST_FILE, {"name": "ensemble", "cpu_s": round(cpu_seconds() - cpu0, 2)})
     return result
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch as th
 from torch.nn import functional as F
 
-from inspector.scan import STOP
+from inspector.scan import stop_index
 from inspector.train.losses import balanced_class_weights, verdict_cross_entropy
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,8 @@ def collect_teacher_samples(
 
     :param make_env: callable returning an InspectionEnv built with ``teacher=True``.
     :param n: number of environment steps (samples) to collect.
-    :param epsilon: share of random move actions (the teacher still labels those states).
+    :param epsilon: share of random actions (moves, zooms or jumps; never a stop), whose
+        states the teacher still labels.
     :returns: arrays glimpse, overview, state, teacher (move action), verdict (the
         verdict the observations support so far, see ``InspectionEnv.teacher_verdict``),
         label (the part's true class).
@@ -54,7 +55,8 @@ def collect_teacher_samples(
             rows["label"].append(info["label"])
             a = nxt
             if rng.random() < epsilon:
-                a = int(rng.integers(0, 6))  # a random move or zoom, never a stop
+                # A random move, zoom or jump of the profile's table, never a stop (its last).
+                a = int(rng.integers(0, len(env.scanner.actions) - 1))
             obs, _, term, trunc, info = env.step([a, max(0, verdict)])
             nxt, verdict = info.get("teacher_next", 0), info.get("teacher_verdict_next", -1)
             if term or trunc:
@@ -89,6 +91,7 @@ def behaviour_clone(
     tens = {k: th.as_tensor(v) for k, v in data.items()}
     ykey = "verdict" if "verdict" in tens else "label"
     n_classes = int(policy.action_space.nvec[-1])
+    stop = stop_index(int(policy.action_space.nvec[0]))
     weights = balanced_class_weights(data[ykey], n_classes) if balance else None
     gen = th.Generator().manual_seed(0)
     stats: dict[str, float] = {}
@@ -104,7 +107,7 @@ def behaviour_clone(
             verdict_logits = dist.distribution[-1].logits
             t = tens["teacher"][b].long()
             y = tens[ykey][b].long()
-            vloss = verdict_cross_entropy(verdict_logits, y, weights, t, stop_weight)
+            vloss = verdict_cross_entropy(verdict_logits, y, weights, t, stop_weight, stop)
             loss = F.cross_entropy(move_logits, t) + vloss
             opt.zero_grad()
             loss.backward()
@@ -113,7 +116,7 @@ def behaviour_clone(
             losses.append(loss.item())
             move_acc.append((move_logits.argmax(1) == t).float().mean().item())
             verdict_acc.append((verdict_logits.argmax(1) == y).float().mean().item())
-            at_stop = t == STOP
+            at_stop = t == stop
             stops += int(at_stop.sum())
             stop_hits += int((verdict_logits.argmax(1)[at_stop] == y[at_stop]).sum())
         stats = {

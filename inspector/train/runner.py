@@ -34,6 +34,7 @@ __all__ = [
     "TrainResult",
     "build_model",
     "cosine_schedule",
+    "closing_evaluation",
     "evaluate_run",
     "make_vec_env",
     "policy_kwargs",
@@ -329,12 +330,35 @@ def train_run(
     report = None
     if evaluate_after and cfg.final_eval_episodes > 0:
         extra = {**ending, **({"recipe": dict(recipe)} if recipe else {})}
-        params = {**camera_params, **cfg.eval_camera_params}
         with clock.phase("evaluation"):
-            report = evaluate_run(out, camera, params, cfg, extra)
+            report = closing_evaluation(out, camera, camera_params, cfg, extra)
         report["cpu_s_by_phase"] = dict(clock.seconds)
         write_atomic(out / "report.json", json.dumps(report, indent=2))
     return TrainResult(out, out / "model.zip", int(model.num_timesteps), report)
+
+
+def closing_evaluation(
+    out: Path,
+    camera: str,
+    camera_params: Mapping[str, Any],
+    cfg: TrainConfig,
+    extra: Mapping[str, Any] | None = None,
+) -> dict:
+    """The run's last evaluation, on held-out frames (:func:`.select.eval_params`).
+
+    Without held-out frames nothing is evaluated: the report keeps ``extra`` and says
+    why under ``evaluation`` (and a warning says it on the console), rather than giving
+    a figure on the frames the model was trained on.
+    """
+    from inspector.train.select import eval_params, no_eval_doc
+
+    params, source = eval_params(camera, camera_params, cfg)
+    if params is None:
+        log.warning("no closing evaluation: %s", source)
+        return {**(extra or {}), "eval_frames": None, "evaluation": no_eval_doc(source)}
+    report = evaluate_run(out, camera, params, cfg, extra)
+    report["evaluation"] = {"ran": True, "why": source}
+    return report
 
 
 def evaluate_run(

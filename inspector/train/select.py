@@ -46,8 +46,6 @@ def val_params(
     :returns: (parameters or None, a sentence for the report).
     :raises InspectorError: explicit val parameters that name the test or held-out split.
     """
-    from inspector.camera import open_camera
-
     base = dict(params)
     if cfg.val_camera_params:
         out = {**base, **cfg.val_camera_params}
@@ -62,11 +60,59 @@ def val_params(
         return {**base, "seed": seed}, f"synthetic panels of another seed ({seed})"
     if str(base.get("split", "")).lower() != "train":
         return None, "no val split derivable from the camera (training is not on split=train)"
-    out = {**base, "split": "val"}
+    out, why = _other_split(camera, base, "val")
+    return out, why or "the val split of the training source"
+
+
+#: The held-out splits a closing evaluation looks for, in order: a manifest's ``test``,
+#: a footage store's ``heldout``.
+HELD_OUT = ("test", "heldout")
+
+
+def eval_params(
+    camera: str, params: Mapping[str, Any], cfg: TrainConfig
+) -> tuple[dict[str, Any] | None, str]:
+    """The camera parameters of the closing evaluation's frames, and how they were found.
+
+    ``cfg.eval_camera_params`` when given (the user's choice; the report names the
+    frames' role); the synthetic camera: its fixed evaluation block; else a training
+    ``split: train`` becomes the source's held-out split (a manifest's ``test``, a
+    footage store's ``heldout``), never the frames it trained or chose on. None where
+    no held-out frames exist: the run then says so instead of judging its training frames.
+
+    :returns: (parameters or None, a sentence for the report).
+    """
+    base = dict(params)
+    if cfg.eval_camera_params:
+        return {**base, **cfg.eval_camera_params}, "eval_camera_params"
+    if camera == "synthetic":
+        return base, "the synthetic camera's fixed evaluation block"
+    if str(base.get("split", "")).lower() != "train":
+        return None, (
+            "no held-out frames: training is not on split=train of a manifest or a footage"
+            " store, so every frame may have been trained on"
+        )
+    reasons = []
+    for split in HELD_OUT:
+        out, why = _other_split(camera, base, split)
+        if out is not None:
+            return out, f"the {split} split of the training source"
+        reasons.append(why)
+    return None, "no held-out frames: " + "; ".join(reasons)
+
+
+def _other_split(
+    camera: str, base: Mapping[str, Any], split: str
+) -> tuple[dict[str, Any] | None, str]:
+    """``base`` with another ``split``, if that opens with frames: (parameters, "") or
+    (None, why not)."""
+    from inspector.camera import open_camera
+
+    out = {**base, "split": split}
     try:
         driver = open_camera(camera, out)
     except InspectorError as exc:
-        return None, f"no val split ({exc})"
+        return None, f"no {split} split ({exc})"
     try:
         n = len(driver)
     except TypeError:
@@ -74,8 +120,8 @@ def val_params(
     finally:
         driver.close()
     if n == 0:
-        return None, "the val split is empty"
-    return out, "the val split of the training source"
+        return None, f"the {split} split is empty"
+    return out, ""
 
 
 #: The figure the ``operating_point`` metric reads at the chosen bias, per objective.
@@ -361,6 +407,15 @@ def no_val_doc(reason: str) -> dict[str, Any]:
         "why": f"no held-out labelled frames ({reason}): kept the last model; give "
         "val_camera_params (e.g. split: val) to keep the best one",
         "frames": None,
+    }
+
+
+def no_eval_doc(reason: str) -> dict[str, Any]:
+    """report.json's ``evaluation`` section when there are no held-out frames."""
+    return {
+        "ran": False,
+        "why": f"{reason}; judge the model on frames it never saw with inspector eval RUN"
+        " --camera ... (or give eval_camera_params)",
     }
 
 

@@ -81,19 +81,13 @@ def meta_for_model(
         (:func:`inspector.policy.operating_point.read_ok_bias`).
     """
     from inspector import __version__
-    from inspector.scan import ACTIONS, state_size
+    from inspector.scan import action_names, scan_metadata, state_size
 
     s = profile.scan
     return ModelMeta(
         classes=tuple(profile.classes),
-        actions=ACTIONS,
-        scan={
-            "glimpse": s.glimpse,
-            "overview": s.overview,
-            "zoom_levels": s.zoom_levels,
-            "memory": s.memory,
-            "move_fraction": s.move_fraction,
-        },
+        actions=action_names(s),
+        scan=scan_metadata(s),
         state_size=state_size(s),
         outcome_matrix=profile.outcome_matrix(),
         profile_name=profile.name,

@@ -27,7 +27,7 @@ from inspector.rrm.learned import LearnedRedistributor, episode_features
 from inspector.rrm.redistribution import redistribute
 from inspector.rrm.shaping import shaping_rewards
 from inspector.rrm.step import INFO_KEY as STEP_KEY
-from inspector.scan import ACTIONS
+from inspector.scan import action_names
 
 GAMMA = 0.99
 
@@ -72,7 +72,7 @@ def record_episodes(
                 steps.append(
                     {
                         "step": len(steps),
-                        "action": ACTIONS[a],
+                        "action": sc.actions[a],
                         "viewport": {"x": sc.cx, "y": sc.cy, "zoom": sc.level},
                         "rect": list(sc.rect),
                         "terms": info["terms"],
@@ -111,7 +111,7 @@ def redistribute_traces(profile: Profile, traces: list[dict[str, Any]], seed: in
             g = np.stack([f[0] for f in t["_features"]])
             st = np.stack([f[1] for f in t["_features"]])
             a = np.array([f[2] for f in t["_features"]])
-            feats.append(episode_features(g, st, a, len(ACTIONS)))
+            feats.append(episode_features(g, st, a, len(action_names(profile.scan))))
         model = LearnedRedistributor(feats[0].shape[1], hidden=red.hidden, lr=red.lr, seed=seed)
         for _ in range(20):
             model.fit(feats, outcomes)

@@ -32,7 +32,6 @@ from inspector.files import write_atomic
 from inspector.frames import Frame
 from inspector.profile import Profile, load_profile
 from inspector.rrm.preference_records import Inspection, Preference, profile_values
-from inspector.scan import ACTIONS
 
 #: Exploration rates the two inspections of a pair draw from (0: the plain teacher).
 EXPLORE = (0.0, 0.15, 0.3, 0.5)
@@ -72,7 +71,7 @@ def record_inspection(
             a, probs = policy.act(obs)
             v = classes.index(policy.verdict(probs))
         else:
-            a = act if rng.random() >= explore else int(rng.integers(len(ACTIONS)))
+            a = act if rng.random() >= explore else int(rng.integers(len(env.scanner.actions)))
             v = int(rng.integers(len(classes))) if random_verdict else max(0, verdict)
         obs, _, term, trunc, info = env.step([int(a), int(v)])
         for name, x in info["terms"].items():

@@ -127,7 +127,6 @@ def _partial_init(
     import torch
 
     from inspector.profile import load_profile
-    from inspector.scan import ACTIONS
     from inspector.train.runner import build_model, make_vec_env
     from inspector.train.torch_policy import load_trained
 
@@ -139,13 +138,19 @@ def _partial_init(
         src = base.policy.state_dict()
         dst = model.policy.state_dict()
         fresh = []
-        n_moves = len(ACTIONS)
+        n_moves = int(env.action_space.nvec[0])  # the profile's action table
+        same_table = int(base.action_space.nvec[0]) == n_moves
         with torch.no_grad():
             for k, v in dst.items():
                 s = src.get(k)
                 if s is not None and s.shape == v.shape:
                     v.copy_(s)
-                elif k.startswith("action_net.") and s is not None and s.shape[1:] == v.shape[1:]:
+                elif (
+                    k.startswith("action_net.")
+                    and same_table
+                    and s is not None
+                    and s.shape[1:] == v.shape[1:]
+                ):
                     v[:n_moves] = s[:n_moves]  # the move logits keep the base's scanning
                     fresh.append(f"{k} (verdict rows)")
                 else:

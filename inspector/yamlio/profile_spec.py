@@ -38,6 +38,10 @@ from inspector.yamlio.spec import (
     Tagged,
 )
 
+#: The searcher's action tables a profile may choose (``scan.actions``); see
+#: :func:`inspector.scan.action_names`.
+ACTION_SETS = ("moves", "tiles", "moves+tiles")
+
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "urn:inspector:reward-profile:1"
 
@@ -390,6 +394,15 @@ def profile_spec(registry: Any) -> Record:
             "memory": Key(Number(lo=1, hi=64, integer=True), doc="recent glimpses kept"),
             "move_fraction": Key(
                 Number(lo=0.0, hi=1.0, lo_exclusive=True), doc="move step / viewport side"
+            ),
+            "actions": Key(
+                String(enum=ACTION_SETS),
+                doc="the searcher's actions: half-viewport moves and zooms (default), a jump "
+                "to each native tile, or both; stop comes last",
+            ),
+            "tiles": Key(
+                Number(lo=1, hi=16, integer=True),
+                doc="tiles per side of the jump grid (tiles actions only; default 2)",
             ),
         },
         doc="how the agent sees a part",

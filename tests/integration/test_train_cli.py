@@ -275,3 +275,9 @@ def test_default_footage_recipe_chooses_on_the_manifests_val_split(tmp_path, mag
         assert section["split"] == "val" and section["count"] == 12
         assert section["params"]["manifest"] == "splits.csv"
     assert report["operating_point"]["objective"] == "balanced"
+    # The closing evaluation is on the manifest's test split, never train or val.
+    frames = report["eval_frames"]
+    assert (frames["split"], frames["role"], frames["held_out"]) == ("test", "held-out (test)",
+                                                                      True)  # fmt: skip
+    assert report["evaluation"] == {"ran": True, "why": "the test split of the training source"}
+    assert "eval on 8 held-out (test) frames" in proc.stdout

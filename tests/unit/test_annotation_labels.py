@@ -115,3 +115,33 @@ def test_coco_file_name_forms_and_missing_images(tmp_path):
     ((where, why),) = skips
     assert where.endswith("instances.json:images[4]")
     assert why.startswith("file_name: no such image 'e.png' (tried ")
+
+
+def test_the_folder_camera_labels_voc_frames_by_the_same_rule_as_the_import(tmp_path):
+    from inspector.camera import open_camera
+    from inspector.errors import CameraError
+
+    voc = tmp_path / "voc"
+    objs = [("inclusion", 1, 3, 3), ("scratches", 5, 30, 25)]  # the second is larger
+    _img(voc / "JPEGImages" / "crazing_1.png", 1)
+    _voc(voc / "Annotations" / "crazing_1.xml", "crazing_1.png", objs)
+
+    def labels(**rule):
+        cam = open_camera("folder", {"path": str(voc), "layout": "voc", **rule})
+        try:
+            return [f.truth.label for f in cam.frames()]
+        finally:
+            cam.close()
+
+    assert labels() == labels(label_rule="largest-area") == ["scratches"]
+    assert labels(label_rule="first-object") == ["inclusion"]
+    assert labels(label_rule="folder") == ["JPEGImages"]
+    assert labels(label_rule="filename-pattern") == ["crazing"]
+    assert labels(label_rule="filename-pattern", label_pattern=r"^(?P<label>[a-z]{3})") == ["cra"]
+    with pytest.raises(CameraError, match="unknown label rule"):
+        labels(label_rule="biggest")
+    with pytest.raises(CameraError, match="is for label rule filename-pattern"):
+        labels(label_pattern="x")
+    _img(tmp_path / "classes" / "dent" / "a.png", 2)
+    with pytest.raises(CameraError, match="label_rule is for layout voc or coco; classes"):
+        open_camera("folder", {"path": str(tmp_path / "classes"), "label_rule": "folder"})

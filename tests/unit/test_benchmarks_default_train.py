@@ -33,3 +33,15 @@ def test_a_recorded_run_is_judged_against_the_goals_and_missed_ones_say_so(tmp_p
     assert "| met |" in body and "10.0" in body and "Station" in body and "0.950" in body
     miss = cli.record(_run(tmp_path, 0.93, 0.7), "x", "c")
     assert "MISSED: point recall < 0.8" in cli.report([miss])
+
+
+def test_one_command_at_several_seeds_gets_a_mean_and_range_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, "FOLDER", tmp_path / "results")
+    cmd = "python main.py train --camera synthetic --seed {}"
+    runs = [cli.record(_run(tmp_path, a, p), f"q_s{i}", cmd.format(i), 60.0 * (i + 1))
+            for i, (a, p) in enumerate([(0.97, 0.9), (0.93, 0.7)])]  # fmt: skip
+    body = cli.report([*runs, cli.record(_run(tmp_path, 0.9, 0.9), "demo_s0", "demo")])
+    (line,) = [x for x in body.splitlines() if "over 2 seeds" in x]
+    assert line.startswith("- `python main.py train --camera synthetic` over 2 seeds (q_s0, q_s1)")
+    assert "accuracy mean 0.950 (range 0.930-0.970)" in line
+    assert "CPU min mean 1.5 (range 1.0-2.0)" in line and "goal met in 1 of 2" in line

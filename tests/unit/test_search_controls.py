@@ -146,6 +146,11 @@ def test_study_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, capsys):
     capsys.readouterr()
     assert main([*args, "--train-only"]) == 0  # everything saved: nothing trains again
     assert "training" not in capsys.readouterr().out
+    # --no-write writes nothing at all: no report or plot lands in the results tree.
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    assert main([*args, "--report-only", "--no-write"]) == 0
+    assert "### 1. Controls" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
 
 
 def test_walk_uses_the_agents_actions_and_never_bumps_an_edge():

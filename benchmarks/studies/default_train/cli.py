@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from benchmarks.harness import RESULTS, parser, report_recorded, save_result, table
@@ -124,6 +125,46 @@ def notes(results: list[dict]) -> list[str]:
     return out
 
 
+def _same_command(command: str) -> str:
+    """A command without its seed: the runs of one command at several seeds share it."""
+    return re.sub(r"\s+--seed\s+\S+", "", command).strip()
+
+
+def seeds_summary(results: list[dict]) -> list[str]:
+    """One line per command run at several seeds: mean and range of its figures."""
+    groups: dict[str, list[dict]] = {}
+    for d in results:
+        groups.setdefault(_same_command(d["benchmark"]["config"]["command"]), []).append(d)
+    out = []
+    for command, ds in groups.items():
+        if len(ds) < 2:
+            continue
+        labels = ", ".join(d["benchmark"]["config"]["label"] for d in ds)
+        parts = []
+        for key, name in (
+            ("accuracy", "accuracy"),
+            ("point_recall", "point recall"),
+            ("false_alarm_rate", "false alarms"),
+        ):
+            vals = [d["row"][key] for d in ds if d["row"].get(key) is not None]
+            if vals:
+                parts.append(
+                    f"{name} mean {sum(vals) / len(vals):.3f} (range {min(vals):.3f}-"
+                    f"{max(vals):.3f})"
+                )
+        cpu = [d["cpu_s"] / 60 for d in ds if d.get("cpu_s")]
+        if cpu:
+            parts.append(
+                f"CPU min mean {sum(cpu) / len(cpu):.1f} (range {min(cpu):.1f}-{max(cpu):.1f})"
+            )
+        met = sum(_goal(d["row"]) == "met" for d in ds)
+        out.append(
+            f"- `{command}` over {len(ds)} seeds ({labels}): " + ", ".join(parts)
+            + f"; goal met in {met} of {len(ds)}."
+        )  # fmt: skip
+    return out
+
+
 def report(results: list[dict]) -> str:
     intro = (
         "Finished runs of the product's commands with their defaults (no config file), "
@@ -132,7 +173,11 @@ def report(results: list[dict]) -> str:
         "CPU min: user+system CPU of the whole command (`time`), on this shared 2-core "
         "machine.\n"
     )
-    return "\n".join([intro, table(HEADS, rows(results)), "", *notes(results)])
+    summary = seeds_summary(results)
+    return "\n".join(
+        [intro, table(HEADS, rows(results)), *summary, *([""] if summary else []),
+         *notes(results)]
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,7 +94,7 @@ def curves(val: dict, test: dict, outcome_matrix: np.ndarray, fa: float = FA_CEI
     if "raster" in test:
         ov, ot = val["raster"]["probs"][:, 0], test["raster"]["probs"][:, 0]
         rows.add("overview", 0, ov, ot, test["raster"], 0)
-        for d in FIXED:
+        for d in (d for d in FIXED if d in test):  # the footage has no walk
             pv, pt = val[d]["probs"], test[d]["probs"]
             mv, mt = _pooled(pv), _pooled(pt)
             for k in range(1, pt.shape[1]):

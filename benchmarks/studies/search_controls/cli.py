@@ -13,6 +13,12 @@ Sections (``--sections``, default all, trained and evaluated in this order):
   ``--lever-seeds``), and one trained agent's verdicts under false-alarm costs from -0.2
   to -1.6 with no retraining (:mod:`.levers`).
 * ``arms``: the reward arms of :data:`.training.ARMS` on top of the same supervised stack.
+* ``tiles`` (only when named): the controls of ``controls`` on the magnetic-tile footage,
+  driving models that ``train --preset footage --members N`` trained (``--tiles-run``,
+  read only; :mod:`.tiles`). Each model's evaluation is saved as it finishes, under
+  benchmarks/results/search_controls/MODE/tiles/; ``--quick`` drives the student alone.
+
+    python -m benchmarks.studies.search_controls --sections tiles --tiles-run RUN
 
 Each run is saved as it finishes (models under runs/search_controls/, records and
 curves under benchmarks/results/search_controls/); a rerun skips what exists, so a
@@ -26,12 +32,16 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from benchmarks import harness
 from benchmarks.studies.search_controls import training
+from benchmarks.studies.search_controls.tiles import evaluate_tiles, tiles_options
 
-SECTIONS = ("controls", "levers", "arms")
+SECTIONS = ("controls", "levers", "arms", "tiles")
+#: What runs without ``--sections``: the footage section needs a trained footage run.
+DEFAULT_SECTIONS = ("controls", "levers", "arms")
 RESULTS = harness.RESULTS / training.STUDY
 MODELS = harness.RUNS / training.STUDY
 #: The training records' folder under a mode's results (not ``runs``: .gitignore keeps
@@ -90,7 +100,11 @@ def plan(s: dict, sections: tuple[str, ...]) -> list[tuple[str, int, float | Non
 
 def main(argv: list[str] | None = None) -> int:
     ap = harness.parser(__doc__, quick="1 seed, small runs (< 10 min)", full_doc=True)
-    ap.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated sections")
+    ap.add_argument(
+        "--sections",
+        default=",".join(DEFAULT_SECTIONS),
+        help=f"comma-separated, of {','.join(SECTIONS)} (default {','.join(DEFAULT_SECTIONS)})",
+    )
     ap.add_argument("--seeds", type=int, help="seeds per arm (default 3, quick 1)")
     ap.add_argument("--only-seeds", help="comma-separated seeds to train in this process")
     ap.add_argument("--lever-seeds", type=int, help="seeds of the step-cost runs (default 1)")
@@ -103,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bc-samples", type=int, help="cloned teacher steps (default 8192)")
     ap.add_argument("--eval-parts", type=int, help="parts of the training curve (default 150)")
     ap.add_argument("--parts", type=int, help="val and test parts of the controls (default 300)")
+    tiles_options(ap)
     ap.add_argument("--train-only", action="store_true", help="train, evaluate nothing")
     ap.add_argument("--report-only", action="store_true", help="train nothing")
     ap.add_argument(
@@ -158,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.train_only:
         return 0
     evaluate(s, sections, out, models)
+    if "tiles" in sections and not args.report_only:
+        status = evaluate_tiles(args, s, out)
+        if status:
+            return status
     return write_report(s, sections, out, args, argv)
 
 
@@ -218,7 +237,8 @@ def _load(folder: Path, budget: int) -> dict[str, dict]:
 def reproduce(argv: list[str]) -> str:
     """The command that reproduces the figures: this one without the options that only
     say where things go or what to skip (no machine path enters the report)."""
-    drop_with_value, drop = {"--doc", "--results"}, {"--report-only", "--train-only", "--no-write"}
+    drop_with_value = {"--doc", "--results", "--tiles-run", "--data"}
+    drop = {"--report-only", "--train-only", "--no-write"}
     kept, skip = [], False
     for a in argv:
         if skip:
@@ -232,23 +252,27 @@ def reproduce(argv: list[str]) -> str:
 
 def write_report(s: dict, sections, out: Path, args, argv) -> int:
     """The report from every saved run and evaluation of this mode and budget."""
-    from benchmarks.studies.search_controls import analysis, plot, report
+    from benchmarks.studies.search_controls import analysis, plot, report, tiles, tiles_report
 
     records = _load(out / TRAINED, s["budget"])
     evals = _load(out / "evals", s["budget"])
-    if not records:
+    footage = tiles.load_evals(out)
+    if not records and not footage:
         print("no saved runs to report", file=sys.stderr)
         return 1
     # A quick run never replaces the published section (unless --doc names a report).
     write = not args.no_write and (s["mode"] == "full" or args.doc != harness.DOC)
-    png_dir = args.doc.parent if write else out
-    parts = report.runs_note(records)
+    # --no-write writes nothing (the results tree is in git): plots go to a scratch folder.
+    scratch = tempfile.TemporaryDirectory(prefix="search_controls_") if args.no_write else None
+    png_dir = Path(scratch.name) if scratch else args.doc.parent if write else out
+    parts = report.runs_note(records) if records else []
     controls = {n: e for n, e in evals.items() if e["fixed"]}
     if controls:
         mean = analysis.mean_rows([e["rows"] for e in controls.values()])
         png = png_dir / "search_controls_quadrants.png"
         plot.plot_controls(mean, png, "Quadrants task: one trained model's heads under each driver")
         parts += report.controls_section(controls, mean, png, s)
+    parts += tiles_report.section(footage, png_dir)
     levers_runs = {
         n: e
         for n, e in evals.items()
@@ -260,11 +284,20 @@ def write_report(s: dict, sections, out: Path, args, argv) -> int:
     body = "\n".join(parts) + "\n"
     command = reproduce(argv if argv is not None else sys.argv[1:])
     title = "Does the learned search earn its keep? (issue #27)"
+    # The footage section alone changes no other figure: the section keeps its command and
+    # Measured line (1b carries its own).
+    alone = tuple(sections) == ("tiles",)
+    if alone:
+        command = tiles_report.current_command(args.doc) or command
     if write:
         # Runs accumulate over sessions: "Measured" is when this report was put together.
-        harness.write_section("search_controls", title, body, command, doc=args.doc)
-    else:  # kept beside the runs instead
+        harness.write_section(
+            "search_controls", title, body, command, doc=args.doc, keep_measured=alone
+        )
+    elif scratch is None:  # kept beside the runs instead
         (out / "report.md").write_text(body)
+    else:
+        scratch.cleanup()
     print(body)
     return 0
 

@@ -51,9 +51,11 @@ def raster_positions(w: int, h: int, cw: int, ch: int) -> list[tuple[float, floa
         if i % 2 or j % 2
     ]
     out: list[tuple[float, float]] = []
+    seen: set[tuple[float, float]] = set()  # footage frames hold hundreds of positions
     for c in tiles + half:
         key = (round(c[0], 6), round(c[1], 6))
-        if key not in {(round(a, 6), round(b, 6)) for a, b in out}:
+        if key not in seen:
+            seen.add(key)
             out.append(c)
     return out
 
@@ -107,8 +109,6 @@ def walk_scan(policy: Any, scanner: Any, image: np.ndarray, max_actions: int) ->
 
     :returns: as :func:`fixed_scan`, one entry per action taken (every action moves).
     """
-    from inspector.scan import ACTIONS
-
     obs = scanner.reset(image)
     probs = [policy.act(obs)[1]]
     glimpses, pix = [len(scanner.path)], [scanner.pixel_fraction()]
@@ -116,7 +116,7 @@ def walk_scan(policy: Any, scanner: Any, image: np.ndarray, max_actions: int) ->
     def take(name: str) -> bool:
         if len(probs) > max_actions:
             return False
-        o, _, _ = scanner.step(ACTIONS.index(name))
+        o, _, _ = scanner.step(scanner.actions.index(name))
         probs.append(policy.act(o)[1])
         glimpses.append(len(scanner.path))
         pix.append(scanner.pixel_fraction())
@@ -148,8 +148,6 @@ def agent_scan(policy: Any, scanner: Any, image: np.ndarray, budget: int) -> dic
     ``stop`` is the index of the stop action (-1: the budget ran out, and the
     decision is ``probs[budget]``, the observation after the last action).
     """
-    from inspector.scan import STOP
-
     obs = scanner.reset(image)
     probs, glimpses, pix, stop = [], [], [], -1
     for t in range(budget + 1):
@@ -159,7 +157,7 @@ def agent_scan(policy: Any, scanner: Any, image: np.ndarray, budget: int) -> dic
         pix.append(scanner.pixel_fraction())
         if t == budget:
             break
-        if a == STOP:
+        if a == scanner.stop:  # the model's own table (stop is its last action)
             stop = t
             break
         obs, _, _ = scanner.step(a)
@@ -198,6 +196,8 @@ def drive(
     idx = {c: i for i, c in enumerate(meta.classes)}
     labels, tiles = [], []
     names = (*FIXED, "agent", "tiling") if fixed else ("agent",)
+    if "zoom_in" not in scanner.actions:  # a model without moves has no walk
+        names = tuple(d for d in names if d != "walk")
     per: dict[str, dict[str, list]] = {
         d: {"probs": [], "glimpses": [], "pixel_fraction": []} for d in names
     }
@@ -220,7 +220,7 @@ def drive(
             r = fixed_scan(policy, scanner, frame.image, pos)
             for key in ("probs", "glimpses", "pixel_fraction"):
                 per[d][key].append(r[key])
-        if fixed:
+        if fixed and "zoom_in" in scanner.actions:  # the walk needs the move actions
             r = walk_scan(policy, scanner, frame.image, budget - 1)
             for key in ("probs", "glimpses", "pixel_fraction"):
                 per["walk"][key].append(r[key])

@@ -174,7 +174,6 @@ def _make_model(prof: Any, camera: dict, cfg: Any, n_envs: int):
 
     from inspector.env import InspectionEnv
     from inspector.rrm.buffer import RRMRolloutBuffer
-    from inspector.scan import ACTIONS
     from inspector.train.hybrid import HybridPPO
     from inspector.train.runner import ppo_kwargs
 
@@ -189,11 +188,12 @@ def _make_model(prof: Any, camera: dict, cfg: Any, n_envs: int):
         return thunk
 
     env = DummyVecEnv([make(i) for i in range(n_envs)])
+    n_actions = int(env.action_space.nvec[0])  # the profile's action table
     model = HybridPPO(
         "MultiInputPolicy",
         env,
         rollout_buffer_class=RRMRolloutBuffer,
-        rollout_buffer_kwargs={"rrm": prof.rrm, "n_move_actions": len(ACTIONS), "seed": seed},
+        rollout_buffer_kwargs={"rrm": prof.rrm, "n_move_actions": n_actions, "seed": seed},
         **HYBRID,
         **ppo_kwargs(cfg, len(prof.classes)),
     )

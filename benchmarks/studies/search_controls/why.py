@@ -58,7 +58,7 @@ def why_notes(mean: list[dict]) -> list[str]:
             f" glimpses and recall {_f(agent['recall'])}, and the raster's recall"
             f" {_f(raster_eq)} at {stop['glimpses']:.2f} glimpses.",
             "",
-            "The design change this points to (proposed, not built): give the searcher a"
+            "The design change this points to: give the searcher a"
             " *jump to tile k* action over the native tiles of the frame (beside or in place"
             " of the half-viewport moves) and keep the stop decision on the verdict head's"
             " defect score at the operating point. The tiling's cost is then the worst case"
@@ -67,9 +67,8 @@ def why_notes(mean: list[dict]) -> list[str]:
             " task that order cannot be learned (the overview does not show points), so the"
             " row above is the ceiling a learned order could reach here; on footage where"
             " the overview ranks tiles, a learned order would add to it, which the"
-            " magnetic-tile controls (not measured yet) would have to show. Measured as a"
-            " driver, not in the product: the action table (scan.py) is shared by the"
-            " environment, the station and the exported models, so the action belongs in a"
-            " change of its own with a retrained agent.",
+            " magnetic-tile controls would have to show. Built since in the product (a"
+            " profile's `scan.actions: tiles`, the station's `model.stop_on_defect`) and"
+            ' trained as arm `jump`: see the next section, "A searcher that jumps".',
         ]
     return out + [""]

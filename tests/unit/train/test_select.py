@@ -251,3 +251,53 @@ def test_the_data_presets_select_at_the_operating_point():
 
     for name in ("footage", "synthetic"):
         assert resolve(name, "folder")[1].select_metric == "operating_point"
+
+
+def test_closing_evaluation_frames_are_the_manifests_test_split_never_train_or_val(tmp_path):
+    from inspector.train.select import eval_params
+
+    root = _manifest(tmp_path, ("train", "train", "val", "test"))
+    params = {"path": str(root), "manifest": "m.csv", "split": "train"}
+    ev, why = eval_params("folder", params, TrainConfig())
+    assert ev == {**params, "split": "test"} and why == "the test split of the training source"
+    # Explicit frames win (the report names their role); synthetic keeps its block.
+    cfg = TrainConfig(eval_camera_params={"split": "val"})
+    assert eval_params("folder", params, cfg)[0] == {**params, "split": "val"}
+    assert eval_params("synthetic", {"seed": 3}, TrainConfig())[0] == {"seed": 3}
+
+
+def test_a_footage_stores_closing_evaluation_is_on_its_heldout_split(tmp_path):
+    import numpy as np
+
+    from inspector.footage.store import FootageStore
+    from inspector.train.select import eval_params
+    from tests.unit.footage._helpers import ensure_store_driver
+
+    ensure_store_driver()
+    rng = np.random.default_rng(2)
+    with FootageStore(tmp_path / "s", create=True) as s:
+        for _ in range(60):
+            s.add(rng.integers(0, 256, (6, 8), dtype=np.uint8), label="x")
+        assert s.records(split="heldout")
+    params = {"path": str(tmp_path / "s"), "split": "train"}
+    assert eval_params("store", params, TrainConfig())[0] == {**params, "split": "heldout"}
+
+
+def test_without_held_out_frames_train_evaluates_nothing_and_says_so(tmp_path, capsys):
+    from inspector.commands.train import print_report
+    from inspector.train.runner import closing_evaluation
+    from inspector.train.select import eval_params
+
+    root = _manifest(tmp_path, ("train", "train", "val"))  # no test split
+    params = {"path": str(root), "manifest": "m.csv", "split": "train"}
+    ev, why = eval_params("folder", params, TrainConfig())
+    assert ev is None and "no held-out frames" in why and "no test split" in why
+    ev, why = eval_params("folder", {"path": str(root)}, TrainConfig())  # unsplit
+    assert ev is None and "not on split=train" in why
+    extra = {"kept": {"why": "the last model"}}
+    report = closing_evaluation(tmp_path, "folder", {"path": str(root)}, TrainConfig(), extra)
+    assert report["kept"] == extra["kept"] and report["eval_frames"] is None
+    assert report["evaluation"]["ran"] is False and "accuracy" not in report
+    print_report(report)
+    out = capsys.readouterr().out
+    assert "eval: none (no held-out frames" in out and "inspector eval RUN" in out
