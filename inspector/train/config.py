@@ -16,6 +16,10 @@ PERCEPTION_LEVELS = ("native", "all")
 SELECT_METRICS = ("operating_point", "balanced_accuracy", "defect_auroc")
 #: ``operating_point`` values: calibrate's objectives, or none.
 OPERATING_POINTS = ("balanced", "max_false_alarms", "min_recall", "none")
+#: ``distill`` values: how ``train --members`` distils its ensemble.
+DISTILL_METHODS = ("supervised", "ppo")
+#: ``distill_init`` values: the member that leads the ensemble and starts the student.
+DISTILL_INITS = ("lead", "best")
 
 
 @dataclass
@@ -122,6 +126,28 @@ class TrainConfig:
     :param distill_w_kd: with ``train --members K``, the student's weight of the KL term
         whose teacher is the ensemble (``w_kd`` of the student; see
         ``inspector.train.members``).
+    :param distill: how ``train --members K`` distils the ensemble into its student:
+        ``supervised`` (the default: the student is rolled out on the training frames and
+        learns the ensemble's verdict and moves on the states it visits, round by round,
+        no PPO; ``inspector.train.dagger``) or ``ppo`` (PPO with the hybrid loss whose KL
+        term's teacher is the ensemble, ``distill_w_kd`` its weight; the earlier way).
+    :param distill_init: the member that leads the ensemble (its moves) and whose
+        weights the student starts from: ``lead`` (m0) or ``best`` (the member whose kept
+        model has the best val figure of its own run, ``select_metric``).
+    :param supervised_distill_steps: environment steps of supervised distillation from
+        the run's teacher (a model or ensemble directory) before PPO; ``train --members``
+        sets it for its student with ``distill: supervised``. 0 = none.
+    :param distill_rounds: roll-out rounds of that distillation (a checkpoint and a val
+        check after each).
+    :param distill_passes: minibatch samples per round, in multiples of the round's
+        steps, drawn from every round's observations so far.
+    :param distill_temperature: temperature of the verdict's KL (1: as the distributions
+        are; higher: the teacher's doubts weigh more).
+    :param distill_w_moves: weight of the moves' KL in it (0: the moves stay as they are
+        only as far as the shared features let them).
+    :param distill_flips: in that distillation, each observation also flipped
+        left-right, upside-down and both (glimpses and overview), each judged by the
+        teacher: more inputs to learn the teacher's judgement on, from the same frames.
     """
 
     n_envs: int = 4
@@ -174,6 +200,14 @@ class TrainConfig:
     operating_target: float | None = None
     distill_timesteps: int = 0
     distill_w_kd: float = 1.0
+    distill: str = "supervised"
+    distill_init: str = "lead"
+    supervised_distill_steps: int = 0
+    distill_rounds: int = 12
+    distill_passes: float = 4.0
+    distill_temperature: float = 1.0
+    distill_w_moves: float = 1.0
+    distill_flips: bool = False
 
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
@@ -221,6 +255,19 @@ class TrainConfig:
             raise ValueError(f"operating_target must be 0..1, got {self.operating_target}")
         if self.w_rl + self.w_sl + self.w_kd <= 0:
             raise ValueError("w_rl + w_sl + w_kd must be positive")
+        self._validate_distillation()
+
+    def _validate_distillation(self) -> None:
+        if self.distill not in DISTILL_METHODS:
+            raise ValueError(f"distill must be one of {', '.join(DISTILL_METHODS)}")
+        if self.distill_init not in DISTILL_INITS:
+            raise ValueError(f"distill_init must be one of {', '.join(DISTILL_INITS)}")
+        if self.supervised_distill_steps < 0 or self.distill_rounds < 1:
+            raise ValueError("supervised_distill_steps must be >= 0 and distill_rounds >= 1")
+        if self.distill_passes <= 0 or self.distill_temperature <= 0 or self.distill_w_moves < 0:
+            raise ValueError(
+                "distill_passes and distill_temperature must be positive, distill_w_moves >= 0"
+            )
 
     def minibatch(self) -> tuple[int, str | None]:
         """The PPO minibatch that fits a rollout of ``n_steps * n_envs`` steps, and a note

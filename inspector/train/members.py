@@ -13,9 +13,11 @@ in a local process or a Ray task (:mod:`inspector.train.cluster`), resuming from
 last checkpoint wherever it died; a finished member is not trained again.
 
 The student is the same kind of spec: initialised from the lead member's weights and
-trained with the hybrid loss whose KL term's teacher is the ensemble
-(:class:`inspector.train.distill.EnsembleTeacher`), ``distill_w_kd`` its weight. A
-station then runs one agent at one agent's cost.
+taught by the ensemble (:class:`inspector.train.distill.EnsembleTeacher`): by default
+(``distill: supervised``) it learns the ensemble's verdict and moves on the states it
+visits (:mod:`inspector.train.dagger`); with ``distill: ppo`` it trains with the hybrid
+loss whose KL term's teacher is the ensemble, ``distill_w_kd`` its weight. A station
+then runs one agent at one agent's cost.
 """
 
 from __future__ import annotations
@@ -74,13 +76,18 @@ def student_spec(
     out: Path,
     cfg: TrainConfig,
     k: int,
+    lead: str = "m0",
+    ensemble: str = "ensemble",
 ) -> MemberSpec:
-    """The student: the lead member's weights, the ensemble as the KL term's teacher.
+    """The student: the lead member's weights, the ensemble (``out/ensemble``) as its
+    teacher.
 
     Nothing is pretrained again (the lead's perception and cloning carry over), the
-    critic is the lead's (no warm-up), the KL weight is ``cfg.distill_w_kd``.
+    critic is the lead's (no warm-up). ``cfg.distill``: ``supervised`` distils all
+    ``timesteps`` without PPO (:mod:`inspector.train.dagger`); ``ppo`` trains them with
+    the hybrid loss whose KL term (weight ``cfg.distill_w_kd``) has the ensemble as teacher.
     """
-    ens = (out / "ensemble").resolve()
+    ens = (out / ensemble).resolve()
     config = {
         **dataclasses.asdict(cfg),
         "seed": cfg.seed + k,
@@ -89,6 +96,7 @@ def student_spec(
         "bc_samples": 0,
         "perception_samples": 0,
         "critic_warmup": 0,
+        "supervised_distill_steps": int(timesteps) if cfg.distill == "supervised" else 0,
     }
     return MemberSpec(
         name="student",
@@ -99,7 +107,7 @@ def student_spec(
         out=str((out / "student").resolve()),
         config=config,
         teacher=str(ens),
-        init_from=str((out / "members" / "m0").resolve()),
+        init_from=str((out / "members" / lead).resolve()),
     )
 
 
@@ -173,12 +181,14 @@ def train_members(
 
     from inspector.train.distill import write_ensemble
 
-    ens = write_ensemble(out / "ensemble", [s.out for s in specs])
+    lead = lead_member([Path(s.out) for s in specs], cfg)
+    order = [Path(s.out) for s in specs if Path(s.out).name == lead]
+    ens = write_ensemble(out / "ensemble", order + [Path(s.out) for s in specs if s.name != lead])
     if not (ens / "report.json").is_file():
         write_json(out / SUMMARY_FILE, {"asked": asked, "status": "ensemble"})
         evaluate_ensemble(ens, camera, camera_params, cfg)
     write_json(out / SUMMARY_FILE, {"asked": asked, "status": "student"})
-    student = student_spec(profile_path, camera, camera_params, steps, out, cfg, k)
+    student = student_spec(profile_path, camera, camera_params, steps, out, cfg, k, lead)
     spath = Path(student.out) / SPEC_FILE
     run_specs(
         [spath if spath.is_file() else student.write()], cfg, ray_address=ray_address, parallel=1
@@ -187,6 +197,20 @@ def train_members(
     write_json(out / SUMMARY_FILE, summary)
     (out / TABLE_FILE).write_text(table_markdown(summary))
     return MembersResult(out, Path(student.out), ens, summary)
+
+
+def lead_member(members: Sequence[Path], cfg: TrainConfig) -> str:
+    """The member that leads the ensemble (its moves) and that the student starts from:
+    m0, or with ``cfg.distill_init == "best"`` the member whose kept model has the best
+    val figure of its own run (``select.json``, ``cfg.select_metric``; ties: the first)."""
+    if cfg.distill_init != "best":
+        return members[0].name
+    scores = []
+    for m in members:
+        best = read_json(m / "select.json", {}).get("best") or {}
+        value = best.get(cfg.select_metric)
+        scores.append(float(value) if isinstance(value, (int, float)) else float("-inf"))
+    return members[max(range(len(members)), key=lambda i: (scores[i], -i))].name
 
 
 def evaluate_ensemble(

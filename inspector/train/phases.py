@@ -1,8 +1,8 @@
 """Where a run's CPU time goes: seconds of this process's CPU (user + system) by phase.
 
 ``train`` adds each finished phase to ``OUT/phases.json`` (perception pretraining,
-cloning, PPO, val checks, calibration, evaluation), summed over the attempts of a
-resumed run; report.json carries it as ``cpu_s_by_phase``. PPO is counted at every
+cloning, supervised distillation, PPO, val checks, calibration, evaluation), summed over
+the attempts of a resumed run; report.json carries it as ``cpu_s_by_phase``. PPO is counted at every
 checkpoint, so a killed attempt loses at most the time since its last one; other phases
 an attempt was killed in are not counted (``attempts.json`` of a member has every
 attempt's total).
@@ -20,7 +20,15 @@ from inspector.files import write_atomic
 
 FILE = "phases.json"
 #: The phases, in the order a run goes through them.
-PHASES = ("perception", "cloning", "ppo", "val_checks", "calibration", "evaluation")
+PHASES = (
+    "perception",
+    "cloning",
+    "distillation",
+    "ppo",
+    "val_checks",
+    "calibration",
+    "evaluation",
+)
 
 
 class PhaseClock:

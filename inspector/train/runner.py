@@ -190,6 +190,73 @@ def _fresh_model(
     return model
 
 
+def _distil_supervised(
+    model: Any,
+    teacher: Any,
+    env: Any,
+    cfg: TrainConfig,
+    timesteps: int,
+    out: Path,
+    sel: Any,
+    clock: PhaseClock,
+) -> None:
+    """Supervised distillation from ``teacher`` for ``cfg.supervised_distill_steps`` of
+    the run's ``timesteps`` before PPO (:mod:`inspector.train.dagger`): a checkpoint and
+    a val check after each round. Nothing to do once the model has those steps."""
+    steps = min(cfg.supervised_distill_steps, timesteps)
+    if model.num_timesteps >= steps:
+        return
+    with clock.phase("distillation"):  # the val checks during it count as theirs
+        _distil_rounds(model, teacher, env, cfg, steps, out, sel, clock)
+
+
+def _distil_rounds(
+    model: Any,
+    teacher: Any,
+    env: Any,
+    cfg: TrainConfig,
+    steps: int,
+    out: Path,
+    sel: Any,
+    clock: PhaseClock,
+) -> None:
+    from inspector.train.dagger import DistillSettings, distil
+
+    if teacher is None or isinstance(teacher, str):
+        raise InspectorError(
+            f"supervised_distill_steps needs a model or ensemble teacher, got {cfg.teacher!r}"
+        )
+    if sel is not None and not sel.state["checks"]:
+        sel.check(model, "before distillation")
+    settings = DistillSettings(
+        steps=steps,
+        rounds=cfg.distill_rounds,
+        passes=cfg.distill_passes,
+        batch=cfg.minibatch()[0],
+        lr=cfg.learning_rate,
+        temperature=cfg.distill_temperature,
+        w_moves=cfg.distill_w_moves,
+        flips=cfg.distill_flips,
+    )
+
+    rounds = out / "distill.json"  # each round's losses (a resumed run goes on with them)
+    history: list = json.loads(rounds.read_text()) if rounds.is_file() else []
+
+    def after_round(m: Any, k: int, losses: dict[str, float]) -> None:
+        save_checkpoint(m, out)
+        clock.flush()
+        history.append(losses)
+        write_atomic(rounds, json.dumps(history, indent=1))
+        logging.getLogger("inspector.progress").info(
+            "distil %s: %s/%s steps, KL verdict %.4f, moves %.4f", out.name,
+            f"{m.num_timesteps:,}", f"{steps:,}", losses["kl_verdict"], losses["kl_moves"],
+        )  # fmt: skip
+        if sel is not None:
+            sel.check(m, f"after distillation round {k}")
+
+    distil(model, teacher, env, settings, seed=cfg.seed, after_round=after_round)
+
+
 def train_run(
     profile_path: str,
     camera: str,
@@ -236,21 +303,21 @@ def train_run(
     try:
         if resuming:
             model = resume_model(out, env, profile, cfg, teacher)
-            remaining = max(0, timesteps - model.num_timesteps)
         else:
             if resume:
                 log.warning("--resume: no checkpoint in %s, starting fresh", out)
             model = _fresh_model(
                 env, profile, cfg, teacher, out, prof_copy, camera, camera_params, init_from, clock
             )
-            remaining = timesteps
+        _distil_supervised(model, teacher, env, cfg, timesteps, out, sel, clock)
+        remaining = max(0, timesteps - model.num_timesteps)
         if remaining > 0:
             with clock.phase("ppo"):  # the val checks during it count as theirs
                 model.learn(
                     remaining,
                     callback=run_callback(out, cfg, timesteps, progress, clock)
                     + ([sel.callback()] if sel else []),
-                    reset_num_timesteps=not resuming,
+                    reset_num_timesteps=model.num_timesteps == 0,
                     tb_log_name="hybrid_ppo",
                 )
         save_checkpoint(model, out)

@@ -361,7 +361,7 @@ class BestOnVal:
             )
         else:
             why = (
-                f"the model at {best['steps']:,} PPO steps ({best['when']}) has the highest"
+                f"the model at {best['steps']:,} steps ({best['when']}) has the highest"
                 f" val {name} of {n_checks} checks ({_f(best.get(metric))}"
                 f"{tie}); the last model had {_f(last.get(metric))}"
             )

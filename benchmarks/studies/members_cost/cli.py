@@ -158,6 +158,7 @@ def progress_section(data: dict) -> str:
 PHASES = (
     ("perception", "perception pretraining"),
     ("cloning", "cloning"),
+    ("distillation", "supervised distillation"),
     ("ppo", "PPO"),
     ("val_checks", "val checks"),
     ("calibration", "calibration"),

@@ -1,0 +1,130 @@
+"""Supervised (DAgger-style) distillation of an ensemble into a student: the loss, the
+rounds, and that the student moves towards its teacher on the states it visits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch as th
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inspector.train.config import TrainConfig
+from inspector.train.dagger import (
+    DistillSettings,
+    collect,
+    distil,
+    flipped,
+    kl_loss,
+    teacher_targets,
+)
+from inspector.train.distill import EnsembleTeacher
+from tests.unit.rrm.test_buffer import tiny_model, tiny_profile, venv
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**16), t=st.floats(0.5, 4.0))
+def test_the_kl_is_zero_on_the_teacher_and_positive_elsewhere(seed, t):
+    g = th.Generator().manual_seed(seed)
+    logits = th.randn(5, 3, generator=g)
+    same = kl_loss(th.log_softmax(logits, -1), logits + 7.0, t)  # a shift changes nothing
+    assert abs(float(same)) < 1e-5
+    other = kl_loss(th.log_softmax(logits, -1), th.randn(5, 3, generator=g) * 3, t)
+    assert float(other) > 0
+
+
+def test_rounds_split_the_steps_into_whole_vector_steps():
+    s = DistillSettings(steps=1000, rounds=3)
+    assert s.round_steps(4) == 332 and s.round_steps(4) % 4 == 0
+    assert DistillSettings(steps=2, rounds=5).round_steps(4) == 4
+
+
+def test_flips_give_each_observation_four_times_with_the_state_unchanged():
+    rng = np.random.default_rng(0)
+    obs = {
+        "glimpse": rng.integers(0, 256, (2, 3, 4, 5), dtype=np.uint8),
+        "overview": rng.integers(0, 256, (2, 1, 4, 5), dtype=np.uint8),
+        "state": rng.random((2, 6)).astype(np.float32),
+    }
+    out = flipped(obs)
+    assert {k: v.shape[0] for k, v in out.items()} == {"glimpse": 8, "overview": 8, "state": 8}
+    np.testing.assert_array_equal(out["glimpse"][:2], obs["glimpse"])
+    np.testing.assert_array_equal(out["glimpse"][2:4], obs["glimpse"][..., ::-1])
+    np.testing.assert_array_equal(out["overview"][6:], obs["overview"][..., ::-1, ::-1])
+    np.testing.assert_array_equal(out["state"][4:6], obs["state"])
+
+
+@pytest.fixture(scope="module")
+def members():
+    prof = tiny_profile()
+    return [tiny_model(prof, seed=s) for s in range(2)]
+
+
+def test_the_student_learns_the_teachers_distributions_on_its_own_states(members):
+    teacher = EnsembleTeacher([m.policy for m in members])
+    student = tiny_model(tiny_profile(), seed=5)
+    env = venv(tiny_profile())
+    seen, _ = collect(student, env, 64, env.reset())
+    probe = {**seen, **teacher_targets(teacher, seen)}
+
+    def gap() -> float:
+        obs = {k: th.as_tensor(probe[k]).float() for k in ("glimpse", "overview", "state")}
+        with th.no_grad():
+            cats = student.policy.get_distribution(obs).distribution
+        return float(kl_loss(th.as_tensor(probe["t_verdict"]), cats[-1].logits))
+
+    before = gap()
+    rounds = []
+    s = DistillSettings(steps=96, rounds=3, passes=8, batch=32, lr=3e-3)
+    history = distil(student, teacher, env, s, after_round=lambda m, k, _: rounds.append(k))
+    assert rounds == [1, 2, 3] and student.num_timesteps == 96
+    assert [h["steps"] for h in history] == [32, 64, 96]
+    assert gap() < before  # closer to its teacher on the states it visited
+    # A run that stopped after its steps has nothing left to do.
+    assert distil(student, teacher, env, s) == []
+    env.close()
+
+
+def test_the_default_distillation_of_members_is_supervised():
+    from pathlib import Path
+
+    from inspector.train.members import student_spec
+
+    cfg = TrainConfig()
+    spec = student_spec("p.yaml", "synthetic", {}, 500, Path("run"), cfg, 2)
+    assert spec.config["supervised_distill_steps"] == 500
+    old = student_spec("p.yaml", "synthetic", {}, 500, Path("run"), cfg.replace(distill="ppo"), 2)
+    assert old.config["supervised_distill_steps"] == 0 and old.config["w_kd"] == 1.0
+    with pytest.raises(ValueError, match="distill must be"):
+        TrainConfig(distill="magic").validate()
+    assert np.isclose(TrainConfig().distill_temperature, 1.0)
+
+
+def test_the_best_member_on_val_leads_and_starts_the_student(tmp_path):
+    import json
+
+    from inspector.train.members import lead_member, student_spec
+
+    members = []
+    for name, score in (("m0", 0.7), ("m1", 0.8), ("m2", 0.8), ("m3", None)):
+        (tmp_path / name).mkdir()
+        best = {"operating_point": score} if score is not None else {}
+        (tmp_path / name / "select.json").write_text(json.dumps({"best": best}))
+        members.append(tmp_path / name)
+    cfg = TrainConfig(select_metric="operating_point")
+    assert lead_member(members, cfg) == "m0"  # the default: the lead
+    assert lead_member(members, cfg.replace(distill_init="best")) == "m1"  # ties: the first
+    spec = student_spec("p.yaml", "synthetic", {}, 8, tmp_path, cfg, 4, "m1")
+    assert spec.init_from == str((tmp_path / "members" / "m1").resolve())
+
+
+def test_the_aggregate_draws_from_every_round_it_keeps():
+    from inspector.train.dagger import Aggregate
+
+    agg = Aggregate()
+    for r in range(3):
+        agg.add({"t_verdict": np.full((4, 2), r, np.float32), "state": np.full((4, 1), r)})
+    drawn = agg.sample(np.random.default_rng(0), 300)
+    assert len(agg) == 12 and drawn["t_verdict"].shape == (300, 2)
+    assert set(np.unique(drawn["state"])) == {0, 1, 2}
+    np.testing.assert_array_equal(drawn["t_verdict"][:, 0], drawn["state"][:, 0])
