@@ -183,6 +183,7 @@ def section(evals: dict[str, dict], s: dict, records: dict[str, dict], moves: di
         seeds = [e["seed"] for e in mine.values()]
         stacks = sorted({records[n]["stack"] for n in mine if n in records})
         walls = [records[n]["wall_s"] / 60 for n in mine if n in records]
+        kept = "move, stop and verdict" if "moves" in kind else "stop and verdict"
         parts.append(
             f"### Arm `{arm}`: `scan.actions: {kind}`, `tiles: {TILES}` ({words})\n\n"
             f"Seeds {', '.join(map(str, seeds))}; arm `exp`'s recipe otherwise (lcd_panel.yaml's"
@@ -191,7 +192,7 @@ def section(evals: dict[str, dict], s: dict, records: dict[str, dict], moves: di
             " the controls' camera seeds). Supervised stack: "
             + ", ".join(stacks)
             + " (`exp stack + tile cloning`: the controls' perception pretraining and move"
-            " cloning of the seed, its stop and verdict rows kept, then 8,192 cloned steps of"
+            f" cloning of the seed, its {kept} rows kept, then 8,192 cloned steps of"
             " the product's tile teacher; the PPO phase is as long as `exp`'s)."
             f" Wall time {min(walls):.0f}-{max(walls):.0f} min per run on this shared"
             " machine (one torch thread).\n"
