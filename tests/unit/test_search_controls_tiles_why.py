@@ -60,6 +60,10 @@ def test_the_record_holds_every_condition_and_the_oracle_sees_the_spot():
     n = len(t["labels"])
     assert t["acc"].shape == t["keep"].shape == t["alone"].shape == (n, 3, 2)
     assert t["agent"].shape[:2] == t["agent_level"].shape == (n, 7)
+    assert t["agent_keep"].shape == t["agent"].shape
+    assert t["mid_alone"].shape == t["mid_acc"].shape and t["mid_alone"].shape[0] == n
+    # Frames of different sizes hold different middle-level tilings: padded with NaN.
+    assert (np.isfinite(t["mid_alone"][..., 0]).sum(axis=1) == t["mid_n"]).all()
     spot = t["labels"] == 1
     # The best-placed native glimpse holds the spot, and this policy then says defect.
     assert (t["oracle_def"][spot] > 0).all()
@@ -80,6 +84,10 @@ def test_the_aggregations_score_from_the_record_and_render():
         assert 0.0 <= row["recall"] <= 1.0 and 0.0 <= row["false_alarms"] <= 1.0
     text = r.section({"toy": rec}, ["A note."])
     assert "Aggregations, toy" in text and text.rstrip().endswith("A note.")
+    from benchmarks.studies.search_controls.tiles_why_notes import notes
+
+    found = notes({"toy": rec})
+    assert any(line.startswith("Findings") for line in found)
 
 
 def test_combinations_and_the_stop_before_native():

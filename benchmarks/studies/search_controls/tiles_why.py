@@ -17,6 +17,12 @@ verdict head's class probabilities under several conditions, so that aggregation
   (from the footage's mask), alone after the overview: can the head read a defect at
   native resolution when it is shown one?
 
+* ``mid_alone`` / ``mid_acc`` / ``mid_oracle``: the same at the middle zoom level (the
+  agent's first zoom), over the frame's tiling at that level, and its best-placed
+  middle-level viewport;
+* ``agent_keep``: the verdict along the agent's own trajectory read with the overview's
+  glimpse held in the memory (the agent still moves on the memory as it is).
+
 Each glimpse's defect pixels (from the mask) are kept with it. Nothing is trained; the
 models are read as :mod:`.tiles` reads them. Results: one ``.npz`` per model, written
 when the model is done (a stopped run resumes at the next model).
@@ -32,12 +38,18 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.studies.search_controls.drivers import random_positions
+from benchmarks.studies.search_controls.drivers import (
+    random_positions,
+    raster_positions,
+    tile_count,
+)
 
 #: The folder (beside the ``tiles`` evaluations) that holds the per-model records.
 FOLDER = "tiles_why"
 #: Native glimpses per frame in the random conditions.
 K_NATIVE = 8
+#: The record's layout (a record of an older layout is made again).
+VERSION = 2
 
 
 def _defect_pixels(mask: np.ndarray | None, rect: tuple[int, int, int, int]) -> int:
@@ -80,10 +92,11 @@ def record_frame(policy: Any, scanner: Any, frame: Any, rng: np.random.Generator
     p_ov = policy.act(obs)[1]
     # The agent's own episode.
     budget = scanner.budget
-    a_probs, a_level, a_def, stop = [], [], [], -1
+    a_probs, a_keep, a_level, a_def, stop = [], [], [], [], -1
     for t in range(budget + 1):
         a, p = policy.act(obs)
         a_probs.append(p)
+        a_keep.append(policy.act(_kept(obs, ov_glimpse, memory))[1])
         a_level.append(scanner.level)
         a_def.append(_defect_pixels(mask, scanner.rect))
         if t == budget:
@@ -118,7 +131,10 @@ def record_frame(policy: Any, scanner: Any, frame: Any, rng: np.random.Generator
         scanner.steps += 1
         oracle = policy.act(scanner.observation())[1]
         o_def = _defect_pixels(mask, scanner.rect)
+    mid = _middle_level(policy, scanner, image, mask)
     return {
+        **mid,
+        "agent_keep": np.asarray(a_keep),
         "ov": p_ov,
         "agent": np.asarray(a_probs),
         "agent_level": np.asarray(a_level),
@@ -132,6 +148,41 @@ def record_frame(policy: Any, scanner: Any, frame: Any, rng: np.random.Generator
         "oracle_def": o_def,
         "native_px": cw * ch,
         "defect_px": int(mask.sum()) if mask is not None else 0,
+    }
+
+
+def _middle_level(policy: Any, scanner: Any, image: np.ndarray, mask) -> dict:
+    """The middle zoom level (the agent's first zoom): the frame's tiling at that level,
+    each tile alone after the overview (``mid_alone``) and one after the other
+    (``mid_acc``), their defect pixels, and the middle-level viewport holding the most
+    defect pixels alone (``mid_oracle``)."""
+    level = max(0, scanner.levels - 2)
+    scanner.reset(image)
+    h, w = scanner.image.shape[:2]
+    cw, ch = scanner.crop_size(level)
+    pos = raster_positions(w, h, cw, ch)[: tile_count(w, h, cw, ch)]
+    acc, alone, dp = [], [], []
+    for cx, cy in pos:
+        scanner.look_at(level, cx, cy)
+        scanner.steps += 1
+        acc.append(policy.act(scanner.observation())[1])
+        dp.append(_defect_pixels(mask, scanner.rect))
+    for cx, cy in pos:
+        scanner.reset(image)
+        scanner.look_at(level, cx, cy)
+        scanner.steps += 1
+        alone.append(policy.act(scanner.observation())[1])
+    oracle = np.full_like(acc[0], np.nan)
+    if mask is not None and mask.any():
+        scanner.reset(image)
+        scanner.look_at(level, *_oracle_centre(mask, cw, ch))
+        scanner.steps += 1
+        oracle = policy.act(scanner.observation())[1]
+    return {
+        "mid_acc": np.asarray(acc),
+        "mid_alone": np.asarray(alone),
+        "mid_def": np.asarray(dp),
+        "mid_oracle": oracle,
     }
 
 
@@ -154,9 +205,22 @@ def record_split(policy: Any, frames: Sequence[Any], seed: int, k: int = K_NATIV
             [np.concatenate([r, np.repeat(r[-1:], budget + 1 - len(r), 0)]) for r in rows]
         )
 
+    def nan_pad(key: str) -> np.ndarray:
+        rows = [np.asarray(r[key], dtype=np.float64) for r in recs]
+        n = max(len(r) for r in rows)
+        return np.stack(
+            [np.concatenate([r, np.full((n - len(r), *r.shape[1:]), np.nan)]) for r in rows]
+        )
+
     out = {
         "labels": np.asarray([idx[f.truth.label] for f in frames]),
         "agent": pad("agent"),
+        "agent_keep": pad("agent_keep"),
+        "mid_acc": nan_pad("mid_acc"),
+        "mid_alone": nan_pad("mid_alone"),
+        "mid_def": nan_pad("mid_def"),
+        "mid_n": np.asarray([len(r["mid_def"]) for r in recs]),
+        "mid_oracle": np.stack([r["mid_oracle"] for r in recs]),
         "agent_level": pad("agent_level"),
         "agent_def": pad("agent_def"),
         "agent_len": np.asarray([len(r["agent"]) for r in recs]),
@@ -186,7 +250,14 @@ def record_models(
     done, frames = [], {}
     for name in (n for n in names if n in models):
         path = folder / f"{name}.npz"
-        cfg = {"model": name, "run": run.name, "seed": seed, "k": K_NATIVE, "limit": limit}
+        cfg = {
+            "model": name,
+            "run": run.name,
+            "seed": seed,
+            "k": K_NATIVE,
+            "limit": limit,
+            "version": VERSION,
+        }
         if path.is_file():
             with np.load(path) as z:
                 if json.loads(str(z["config"])) == cfg:

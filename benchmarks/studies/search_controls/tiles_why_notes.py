@@ -15,6 +15,9 @@ SUMMARY = (
     "agent_max",
     "agent_all_logodds",
     "agent_ov_logodds",
+    "agent_keep",
+    "mid_ov_max",
+    "mid_ov_logodds",
     "acc",
     "keep",
     "alone_ov_logodds",
@@ -44,6 +47,22 @@ def _best(rows: dict[str, dict[str, dict]], names: list[str]) -> str:
     means = {k: round(_mean(rows[n][k]["recall"] for n in names), 3) for k in r.AGGREGATIONS}
     top = max(means.values())
     return f"{top:.3f}, " + "; ".join(r.AGGREGATIONS[k][0] for k, v in means.items() if v == top)
+
+
+def _f(v, fmt: str = ".3f") -> str:
+    return "-" if v is None or v != v else format(v, fmt)
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole > 0 else "-"
+
+
+def _first_zoom(recs: dict[str, dict]) -> float:
+    """Share of the test frames (all models) where the agent's first action zooms in."""
+    return _mean(
+        float(np.mean(rec["test"]["agent_level"][:, 1] == int(rec["levels"]) - 2))
+        for rec in recs.values()
+    )
 
 
 def _mean(xs) -> float:
@@ -144,16 +163,42 @@ def notes(recs: dict[str, dict]) -> list[str]:
         " about the part of the loss the memory explains; the rest is the run of native"
         " glimpses itself, an observation (native after native, no zoom path, most of"
         " the seen map empty) unlike the agents' episodes the heads learned from.",
-        "- **The agent's own native glimpses miss the defects, and a clean patch lowers"
-        " the part's score.** Of the agents' native glimpses on defective test frames,"
+        "- **The agent's own native glimpses miss the defects, and its defect scores"
+        " fall.** Of the agents' native glimpses on defective test frames,"
         f" {on / total if total else 0:.0%} hold defect pixels (per model and class in the"
         f" table above: {_span(ag, recs, SMALL)} on the small blowholes, breaks and cracks,"
         f" {_span(ag, recs, LARGE)} on the large fray and uneven areas). From just before"
         " its first"
         " native glimpse to its decision the defect score falls by"
         f" {_mean(drop_def):.3f} on the defective frames and {_mean(drop_free):.3f} on the"
-        " free ones: the heads treat a clean native patch as evidence that the part is"
-        " free, which it is not when the defect lies elsewhere.",
+        " free ones: after the agent's zoom path the verdict reads the part from native"
+        " patches that mostly show clean surface, and a defect elsewhere is forgotten.",
+        "- **The memory and the agent.** Read along the agent's own trajectory with the"
+        " overview's glimpse kept in the memory, its decisions give a mean recall of"
+        f" {mr('agent_keep'):.3f} (test false alarms {mr('agent_keep', 'false_alarms'):.3f})"
+        f" against {mr('agent'):.3f} ({mr('agent', 'false_alarms'):.3f}) as it is: "
+        f"{_share(mr('agent_keep') - mr('agent'), mr('agent_zoom1') - mr('agent'))} of the"
+        " gap to its first zoom's"
+        f" {mr('agent_zoom1'):.3f}, by model: "
+        + ", ".join(
+            f"{n} {rows[n]['agent']['recall']:.3f} -> {rows[n]['agent_keep']['recall']:.3f}"
+            for n in names
+        )
+        + ". The rest is the native glimpses' own evidence.",
+        "- **The middle level carries no more local evidence.** A middle-level tile alone"
+        " on a defective frame scores"
+        f" {_f(m('mid_defect_on'))} on the defect and {_f(m('mid_defect_off'))} off it"
+        f" ({m('mid_free'):.3f} on a free frame); the frame's whole middle-level tiling"
+        f" ({min(int(r_['test']['mid_n'].min()) for r_ in recs.values())} to"
+        f" {max(int(r_['test']['mid_n'].max()) for r_ in recs.values())} tiles) pooled with"
+        " the overview by max reaches a mean recall of"
+        f" {mr('mid_ov_max'):.3f}, by mean log-odds {mr('mid_ov_logodds'):.3f}, against"
+        f" {mr('overview'):.3f} for the overview alone, and the best-placed middle-level"
+        f" viewport scores {m('mid_oracle'):.3f}. So the gain after the agent's first"
+        f" action (recall {mr('agent_zoom1'):.3f}) is not local evidence a scan could"
+        " collect elsewhere: that action is a zoom at the frame's centre in"
+        f" {_first_zoom(recs):.0%} of the test frames, the observation every training"
+        " episode began with, and no learned where-to-look enters it.",
         "- **What works on the trained heads:** the agent stopped before its first native"
         f" glimpse (recall {mr('agent_before_native'):.3f} against {mr('agent'):.3f} at its"
         f" own stops and {mr('overview'):.3f} on the overview alone; at least as high as its"
@@ -168,16 +213,17 @@ def notes(recs: dict[str, dict]) -> list[str]:
         " to confirm, not results): on this footage the heads' separability comes from the"
         " overview and the first zoom, and native glimpses placed by anyone (the fixed"
         " scans or the agent) take it away rather than add to it, because the native"
-        " evidence the heads learned is not local: they never learned what a clean 32 x 32"
-        " patch says about the rest of the part. Two changes follow. (1) For footage, take"
+        " evidence the heads learned is not local (a glimpse on the defect scores as one"
+        " beside it) and the 4-slot memory forgets the overview's glimpse after four more."
+        " Two changes follow. (1) For footage, take"
         " the verdict after the agent's first zoom, before any native glimpse (a"
         " stop-before-native rule in the agent loop, or a scan whose deepest level is"
         " today's middle one: no profile setting gives that now, the deepest level is"
         " always the glimpse size in frame pixels): cut after its first action the agent"
         f" reaches a mean recall of {mr('agent_zoom1'):.3f} (AUROC"
         f" {mr('agent_zoom1', 'auroc'):.3f}), stopped just before its first native glimpse"
-        f" {mr('agent_before_native'):.3f} (its moves at the middle level cost a little"
-        f" more), against {mr('agent'):.3f} at its own stops and {mr('overview'):.3f} on the"
+        f" {mr('agent_before_native'):.3f}, against {mr('agent'):.3f} at its own stops and"
+        f" {mr('overview'):.3f} on the"
         " overview alone, with no native pixel. (2) For native glimpses"
         " to earn their keep, the verdict must keep the overview's evidence and read a"
         " glimpse as local evidence: a per-glimpse defect head pooled with the overview's"

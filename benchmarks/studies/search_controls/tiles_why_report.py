@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.studies.search_controls.analysis import FA_CEILING, threshold_at
-from benchmarks.studies.search_controls.tiles_why import FOLDER, K_NATIVE
+from benchmarks.studies.search_controls.tiles_why import FOLDER, K_NATIVE, VERSION
 
 EPS = 1e-4
 #: A glimpse "on the defect" holds at least this many defect pixels (the profile's
@@ -63,6 +63,13 @@ def before_native(part: dict, native: int) -> np.ndarray:
     return out
 
 
+def _avg(x: np.ndarray) -> float | None:
+    """Mean of the finite entries, None when there are none."""
+    x = np.asarray(x, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else None
+
+
 def agent_scores(part: dict) -> np.ndarray:
     """[N, T] the agent's defect scores at each of its observations (NaN past its end)."""
     s = _s(part["agent"])
@@ -101,6 +108,26 @@ AGGREGATIONS: dict[str, tuple[str, Callable[[dict, int], np.ndarray]]] = {
     "agent_all_logodds": (
         "agent: mean log-odds over all its observations (b)",
         lambda p, nat: _sig(np.nanmean(_logit(agent_scores(p)), axis=1)),
+    ),
+    "agent_keep": (
+        "agent, its own stops, read with the overview's glimpse kept in memory (a)",
+        lambda p, nat: _s(p["agent_keep"][:, -1]),
+    ),
+    "mid_ov_max": (
+        "overview and the middle-level tiles each alone, max (d)",
+        lambda p, nat: np.maximum(_s(p["ov"]), np.nanmax(_s(p["mid_alone"]), axis=1)),
+    ),
+    "mid_ov_logodds": (
+        "overview and the middle-level tiles each alone, mean log-odds (d)",
+        lambda p, nat: _sig(
+            np.nanmean(
+                _logit(np.concatenate([_s(p["ov"])[:, None], _s(p["mid_alone"])], 1)), axis=1
+            )
+        ),
+    ),
+    "mid_acc_max": (
+        "the middle-level tiles one after the other, max over them (d)",
+        lambda p, nat: np.nanmax(_s(p["mid_acc"]), axis=1),
     ),
     "acc": (
         f"{K_NATIVE} random native glimpses, verdict at the last (memory as it is)",
@@ -171,6 +198,7 @@ def glimpse_evidence(rec: dict) -> dict:
     ov = _s(t["ov"])
     orc = _s(t["oracle"])
     d = y != 0
+    mid_def = np.nan_to_num(t["mid_def"], nan=-1.0)
     return {
         "ov_free": float(ov[~d].mean()),
         "ov_defect": float(ov[d].mean()),
@@ -181,6 +209,13 @@ def glimpse_evidence(rec: dict) -> dict:
         "oracle_defect": float(np.nanmean(orc[d])),
         "oracle_above_ov": float(np.mean(orc[d] > ov[d])),
         "oracle_on": float(np.mean(t["oracle_def"][d] >= ON_DEFECT_PX)),
+        "mid_free": float(np.nanmean(_s(t["mid_alone"])[~d])),
+        "mid_defect_off": _avg(
+            _s(t["mid_alone"])[d[:, None] & (mid_def >= 0) & (mid_def < ON_DEFECT_PX)]
+        ),
+        "mid_defect_on": _avg(_s(t["mid_alone"])[d[:, None] & (mid_def >= ON_DEFECT_PX)]),
+        "mid_oracle": float(np.nanmean(_s(t["mid_oracle"])[d])),
+        "mid_oracle_above_ov": float(np.mean(_s(t["mid_oracle"])[d] > ov[d])),
         "acc_last_free": float(_s(t["acc"][:, -1])[~d].mean()),
         "keep_last_free": float(_s(t["keep"][:, -1])[~d].mean()),
         "acc_last_defect": float(_s(t["acc"][:, -1])[d].mean()),
@@ -232,7 +267,8 @@ def load_records(folder: Path) -> dict[str, dict]:
             rec["classes"] = [str(c) for c in rec["classes"]]
             rec["config"] = json.loads(str(rec["config"]))
             rec["measured"] = str(rec["measured"])
-        out[path.stem] = rec
+        if rec["config"].get("version") == VERSION:  # an older layout is recorded again
+            out[path.stem] = rec
     return out
 
 
@@ -281,8 +317,10 @@ def evidence_table(recs: dict[str, dict]) -> str:
         "| model | overview: free / defective | one native glimpse alone: free / defective,"
         " off the defect / on it (glimpses on it) | best-placed native glimpse (oracle):"
         " defective / share above its overview | after 8 random native glimpses: free /"
-        " defective | same, the overview's glimpse kept in memory: free / defective |\n"
-        "|---|---|---|---|---|---|\n"
+        " defective | same, the overview's glimpse kept in memory: free / defective |"
+        " one middle-level tile alone: free / defective, off / on the defect | best-placed"
+        " middle-level viewport: defective / share above its overview |\n"
+        "|---|---|---|---|---|---|---|---|\n"
     )
     body = ""
     for name, rec in recs.items():
@@ -293,7 +331,9 @@ def evidence_table(recs: dict[str, dict]) -> str:
             f" {_f(e['alone_defect_on'])} ({e['n_on']}) |"
             f" {e['oracle_defect']:.3f} / {e['oracle_above_ov']:.2f} |"
             f" {e['acc_last_free']:.3f} / {e['acc_last_defect']:.3f} |"
-            f" {e['keep_last_free']:.3f} / {e['keep_last_defect']:.3f} |\n"
+            f" {e['keep_last_free']:.3f} / {e['keep_last_defect']:.3f} |"
+            f" {e['mid_free']:.3f} / {_f(e['mid_defect_off'])} / {_f(e['mid_defect_on'])} |"
+            f" {e['mid_oracle']:.3f} / {e['mid_oracle_above_ov']:.2f} |\n"
         )
     return head + body
 
@@ -333,7 +373,11 @@ def section(recs: dict[str, dict], notes: list[str]) -> str:
         " 1 on test) placed one after the other as the fixed scans place them, the same"
         " with the overview's glimpse held in the 4-slot glimpse memory's last slot, each"
         " of them alone after the overview, and, on a defective frame, the native viewport"
-        " holding the most defect pixels (an oracle) alone after the overview. Every"
+        " holding the most defect pixels (an oracle) alone after the overview; the same at"
+        " the middle zoom level (the level of the agent's first zoom) over the frame's"
+        " tiling at that level (its tiles alone and one after the other) and its"
+        " best-placed middle-level viewport; and the verdict along the agent's own"
+        " trajectory read with the overview's glimpse held in memory. Every"
         " aggregation below is scored from that record offline: threshold for <= 5 % false"
         " alarms on val, recall, false alarms and per-class recall on the test frames"
         f" ({n_def} defective; two standard errors of a recall near 0.8 are about +-0.10,"
