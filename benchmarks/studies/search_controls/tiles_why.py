@@ -232,6 +232,18 @@ def record_split(policy: Any, frames: Sequence[Any], seed: int, k: int = K_NATIV
     return out
 
 
+#: Conditions kept as p(free) alone (the defect score is all the report reads of them).
+SCORE_ONLY = ("acc", "keep", "alone", "agent_keep", "mid_acc", "mid_alone", "mid_oracle")
+
+
+def compact(key: str, v: np.ndarray) -> np.ndarray:
+    """What is saved of one recorded array: floats as float16, and only the p(free)
+    column of the :data:`SCORE_ONLY` conditions (the records stay small)."""
+    if key in SCORE_ONLY:
+        v = v[..., :1]
+    return v.astype(np.float16) if v.dtype.kind == "f" else v
+
+
 def record_models(
     run: Path, root: Path, out: Path, names: Sequence[str], seed: int = 0, limit=None
 ) -> list[str]:
@@ -271,8 +283,7 @@ def record_models(
         for s in SPLITS:
             rec = record_split(policy, frames[s], seed + (0 if s == "val" else 1))
             for key, v in rec.items():
-                v = v.astype(np.float16) if v.dtype.kind == "f" else v
-                arrays[f"{s}/{key}"] = v
+                arrays[f"{s}/{key}"] = compact(key, v)
         policy.close()
         arrays["classes"] = np.asarray(list(policy.meta.classes))
         arrays["levels"] = np.asarray(int(policy.meta.scan["zoom_levels"]))
