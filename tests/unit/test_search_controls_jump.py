@@ -50,6 +50,7 @@ def test_jump_arm_trains_drives_and_reports_at_a_tiny_size(tmp_path, capsys):
     assert "walk" not in drivers  # no moves, no walk
     text = doc.read_text()
     assert "<!-- begin:search_controls_jump -->" in text and str(tmp_path) not in text
+    assert (tmp_path / "search_controls_jump.png").stat().st_size > 0
     capsys.readouterr()
     assert main([*args, "--train-only"]) == 0  # saved: nothing trains again
     assert "training" not in capsys.readouterr().out

@@ -102,7 +102,8 @@ def evaluate(s: dict, out: Path, models: Path) -> dict[str, dict]:
             record = json.loads(rec_path.read_text())
             config = {**training.run_config(record), "kind": "eval", "parts": s["parts"]}
             path.parent.mkdir(parents=True, exist_ok=True)
-            evals[name] = training.save_result(path, config, ev)
+            training.save_result(path, config, ev)
+            evals[name] = json.loads(path.read_text())  # as a later run reads it back
     return evals
 
 
@@ -307,6 +308,19 @@ def write(s: dict, out: Path, args: Any, argv: list[str], evals: dict[str, dict]
     write = not args.no_write and (s["mode"] == "full" or args.doc != harness.DOC)
     title = "Does the learned search earn its keep? A searcher that jumps (issue #27, section 4)"
     if write:
+        jump = [e["rows"] for e in evals.values() if e["arm"] == "jump"]
+        if jump:
+            from benchmarks.studies.search_controls import plot
+
+            png = args.doc.parent / "search_controls_jump.png"
+            mean = analysis.mean_rows(jump)
+            plot.plot_controls(
+                mean, png, "Quadrants task: the jump agent's heads under each driver"
+            )
+            body += (
+                f"\n![the jump agent and the controls]({png.name})\n\n(The star is the jump"
+                " agent with its own stops; the lines and the other marks drive its heads.)\n"
+            )
         harness.write_section("search_controls_jump", title, body, command, doc=args.doc)
     print(body)
     return 0

@@ -220,27 +220,34 @@ def overview_notes(evals: dict[str, dict]) -> list[str]:
 
 
 def heads_note(mean: list[dict], budget: int) -> list[str]:
-    """How the heads' figures move as a fixed scan adds native glimpses (mean rows)."""
+    """How the heads' figures move as native glimpses are added, by a fixed scan and by
+    the agent itself (mean rows)."""
     ov, r1 = _at(mean, "overview"), _at(mean, "raster", 1)
     rb, tmax = _at(mean, "raster max", budget - 1), _at(mean, "tiling max")
-    if None in (ov, r1, rb, tmax):
+    one, agent = _at(mean, "agent cap", 1), _at(mean, "agent")
+    if None in (ov, r1, rb, tmax, one, agent):
         return []
     return [
-        "The same heads as fixed glimpses are added (means over the models): defect AUROC"
+        "The same heads as native glimpses are added (means over the models): defect AUROC"
         f" {_f(ov['auroc'])} on the overview alone, {_f(r1['auroc'])} after the raster's"
         f" first native glimpse (the frame's top-left tile), {_f(rb['auroc'])} max-pooled"
         f" over its first {budget - 1} (the agent's budget less one),"
         f" {_f(tmax['auroc'])} max-pooled over the whole tiling ({tmax['glimpses']:.0f}"
         f" glimpses); accuracy (no bias) {_f(ov['accuracy'])} on the overview,"
-        f" {_f(r1['accuracy'])} after that first tile. These heads learned from the"
-        " observations of their own agents' episodes (the members after perception"
+        f" {_f(r1['accuracy'])} after that first tile. The agent's own native glimpses"
+        f" lower them too, less on average: recall {_f(one['recall'])} / AUROC"
+        f" {_f(one['auroc'])} after its first zoom (no native pixel),"
+        f" {_f(agent['recall'])} / {_f(agent['auroc'])} at its own stops (pixel fraction"
+        f" {agent['pixel_fraction']:.3f}). These heads learned"
+        " from the observations of their own agents' episodes (the members after perception"
         " pretraining on 8,000 crops and cloning the scripted teacher; the student by"
-        " distillation from the members' ensemble). A fixed scan shows them glimpses placed"
-        " without looking at the overview, and these take separability away rather than"
-        " add it: a fixed"
-        " scan of these heads is no tiling classifier (the quality section above measures"
-        " one trained on tiles). The fixed scans' losses against the agent come from that,"
-        " not from the agent ordering the same evidence better.",
+        " distillation from the members' ensemble) and get their separability from the"
+        " overview and the first zoom; native glimpses, most of all those a fixed scan"
+        " places without looking at the overview, take it away rather than add to it. A"
+        " fixed scan of these heads is no tiling classifier (the quality section above"
+        " measures one trained on tiles), and the agent's wins over the fixed scans measure"
+        " how much less its glimpses mislead the heads, not a better order of useful"
+        " evidence.",
         "",
     ]
 
