@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         + " && python -m benchmarks.studies.search_controls.tiles_why_report"
     )
     if not args.no_write:
-        harness.write_section(SECTION, TITLE, body, command, keep_measured=False)
+        harness.write_section(SECTION, TITLE, body, command, keep_measured=True)
     print(body)
     return 0
 
