@@ -15,7 +15,10 @@ def add_members_arguments(p: argparse.ArgumentParser) -> None:
         "members, ensemble and student",
         "--members K trains K members (seeds --seed .. --seed+K-1) into OUT/members/, builds"
         " their verdict ensemble in OUT/ensemble/ and distils it into one student in"
-        " OUT/student/ (export either); OUT/report.md puts their figures side by side",
+        " OUT/student/ (export either); OUT/report.md puts their figures side by side."
+        " The student starts from the member with the best val figure and learns the"
+        " ensemble's verdict and moves on the states it visits (config distill:"
+        " supervised, distill_init: best; distill: ppo for the hybrid loss's KL term)",
     )
     g.add_argument(
         "--members",
@@ -28,8 +31,8 @@ def add_members_arguments(p: argparse.ArgumentParser) -> None:
         "--distill-timesteps",
         type=non_negative_int,
         metavar="N",
-        help="the student's steps (default: the config's distill_timesteps, else half of"
-        " --timesteps)",
+        help="the student's distillation steps (default: the config's distill_timesteps,"
+        " else half of --timesteps)",
     )
     g.add_argument(
         "--parallel",

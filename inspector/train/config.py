@@ -131,9 +131,10 @@ class TrainConfig:
         learns the ensemble's verdict and moves on the states it visits, round by round,
         no PPO; ``inspector.train.dagger``) or ``ppo`` (PPO with the hybrid loss whose KL
         term's teacher is the ensemble, ``distill_w_kd`` its weight; the earlier way).
-    :param distill_init: the member that leads the ensemble (its moves) and whose
-        weights the student starts from: ``lead`` (m0) or ``best`` (the member whose kept
-        model has the best val figure of its own run, ``select_metric``).
+    :param distill_init: the member whose weights the student starts from (and whose
+        moves its teacher makes; the exported ensemble stays led by m0): ``best`` (the
+        default: the member whose kept model has the best val figure of its own run,
+        ``select_metric``) or ``lead`` (m0).
     :param supervised_distill_steps: environment steps of supervised distillation from
         the run's teacher (a model or ensemble directory) before PPO; ``train --members``
         sets it for its student with ``distill: supervised``. 0 = none.
@@ -201,7 +202,7 @@ class TrainConfig:
     distill_timesteps: int = 0
     distill_w_kd: float = 1.0
     distill: str = "supervised"
-    distill_init: str = "lead"
+    distill_init: str = "best"
     supervised_distill_steps: int = 0
     distill_rounds: int = 12
     distill_passes: float = 4.0

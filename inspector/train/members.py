@@ -79,8 +79,8 @@ def student_spec(
     lead: str = "m0",
     ensemble: str = "ensemble",
 ) -> MemberSpec:
-    """The student: the lead member's weights, the ensemble (``out/ensemble``) as its
-    teacher.
+    """The student: member ``lead``'s weights (m0 by default), the members' ensemble
+    (``out/<ensemble>``, led by it) as its teacher.
 
     Nothing is pretrained again (the lead's perception and cloning carry over), the
     critic is the lead's (no warm-up). ``cfg.distill``: ``supervised`` distils all
@@ -181,14 +181,13 @@ def train_members(
 
     from inspector.train.distill import write_ensemble
 
-    lead = lead_member([Path(s.out) for s in specs], cfg)
-    order = [Path(s.out) for s in specs if Path(s.out).name == lead]
-    ens = write_ensemble(out / "ensemble", order + [Path(s.out) for s in specs if s.name != lead])
+    ens = write_ensemble(out / "ensemble", [s.out for s in specs])
     if not (ens / "report.json").is_file():
         write_json(out / SUMMARY_FILE, {"asked": asked, "status": "ensemble"})
         evaluate_ensemble(ens, camera, camera_params, cfg)
     write_json(out / SUMMARY_FILE, {"asked": asked, "status": "student"})
-    student = student_spec(profile_path, camera, camera_params, steps, out, cfg, k, lead)
+    lead, teacher = student_teacher(out, [Path(s.out) for s in specs], cfg)
+    student = student_spec(profile_path, camera, camera_params, steps, out, cfg, k, lead, teacher)
     spath = Path(student.out) / SPEC_FILE
     run_specs(
         [spath if spath.is_file() else student.write()], cfg, ray_address=ray_address, parallel=1
@@ -199,10 +198,27 @@ def train_members(
     return MembersResult(out, Path(student.out), ens, summary)
 
 
+def student_teacher(out: Path, members: Sequence[Path], cfg: TrainConfig) -> tuple[str, str]:
+    """The member the student starts from and its teacher's folder inside ``out``.
+
+    The teacher is the members' ensemble led by that member (its moves; the verdict is
+    the members' joint one either way): ``ensemble`` itself when the lead m0 starts the
+    student, else ``ensemble_<member>`` (written here). ``ensemble`` stays led by m0.
+    """
+    from inspector.train.distill import write_ensemble
+
+    first = lead_member(members, cfg)
+    if first == members[0].name:
+        return first, "ensemble"
+    order = [m for m in members if m.name == first] + [m for m in members if m.name != first]
+    write_ensemble(out / f"ensemble_{first}", order)
+    return first, f"ensemble_{first}"
+
+
 def lead_member(members: Sequence[Path], cfg: TrainConfig) -> str:
-    """The member that leads the ensemble (its moves) and that the student starts from:
-    m0, or with ``cfg.distill_init == "best"`` the member whose kept model has the best
-    val figure of its own run (``select.json``, ``cfg.select_metric``; ties: the first)."""
+    """The member the student starts from (and whose moves its teacher makes): m0, or
+    with ``cfg.distill_init == "best"`` the member whose kept model has the best val
+    figure of its own run (``select.json``, ``cfg.select_metric``; ties: the first)."""
     if cfg.distill_init != "best":
         return members[0].name
     scores = []

@@ -17,7 +17,8 @@ TINY = ROOT / "tests" / "data" / "members_tiny.yaml"
 #: a member's steps: enough rollouts (128 steps each) that a checkpoint comes well before
 #: the end, so a kill after the first checkpoint lands mid-run.
 MEMBER_STEPS = 512
-#: the student's steps (three rollouts: a kill after the first checkpoint lands mid-run)
+#: the student's steps (12 supervised distillation rounds of 32, a checkpoint after each: a kill
+#: after the first checkpoint lands mid-run)
 DISTILL_STEPS = 384
 
 

@@ -107,8 +107,14 @@ def test_members_ensemble_and_student_side_by_side(members_run):
     assert "another seed" in op["frames"]["source"]
     student = out / "student"
     assert (student / "model.zip").is_file() and (student / "report.json").is_file()
-    cfg = read_json(student / "member.json")["config"]
-    assert cfg["teacher"] == str((out / "ensemble").resolve()) and cfg["w_kd"] == 1.0
+    spec = read_json(student / "member.json")
+    cfg = spec["config"]
+    # The student starts from the member with the best val figure; its teacher is the
+    # ensemble led by that member (the exported ensemble stays led by m0).
+    first = Path(spec["init_from"]).name
+    teacher = out / ("ensemble" if first == "m0" else f"ensemble_{first}")
+    assert cfg["teacher"] == str(teacher.resolve()) and cfg["w_kd"] == 1.0
+    assert cfg["supervised_distill_steps"] == DISTILL_STEPS  # distill: supervised
     assert latest_step(student) == DISTILL_STEPS
     rows = {r["name"]: r for r in read_json(out / "members.json")["rows"]}
     assert list(rows) == ["m0", "m1", "ensemble", "student"]

@@ -20,9 +20,8 @@ def train(run: Path, name: str, steps: int, changes: dict) -> Path:
     """Train (or resume) the student ``run/name`` as ``train --members`` would, with
     the members' TrainConfig changed by ``changes``."""
     from inspector.train.config import TrainConfig
-    from inspector.train.distill import write_ensemble
     from inspector.train.member_run import MemberSpec, run_member
-    from inspector.train.members import lead_member, student_spec
+    from inspector.train.members import student_spec, student_teacher
 
     lead = MemberSpec.read(run / "members" / "m0" / "member.json")
     base = {k: v for k, v in lead.config.items() if k in TrainConfig.__dataclass_fields__}
@@ -31,14 +30,9 @@ def train(run: Path, name: str, steps: int, changes: dict) -> Path:
     members = sorted(p.parent for p in (run / "members").glob("m*/model.zip"))
     profile = run / "members" / "m0" / "profile.yaml"  # the run's copy (same sha256)
     profile = str(profile.resolve()) if profile.is_file() else lead.profile
-    first = lead_member(members, cfg)
-    ensemble = "ensemble"
-    if first != "m0":  # the run's ensemble is led by m0: this student's by ``first``
-        ensemble = f"ensemble_{first}"
-        order = [m for m in members if m.name == first] + [m for m in members if m.name != first]
-        write_ensemble(run / ensemble, order)
+    first, teacher = student_teacher(run, members, cfg)
     spec = student_spec(profile, lead.camera, lead.params, steps, run, cfg, len(members),
-                        first, ensemble)  # fmt: skip
+                        first, teacher)  # fmt: skip
     spec.out = str((run / name).resolve())
     spec.extra = {"changes": changes}
     path = Path(spec.out) / "member.json"
@@ -100,6 +94,7 @@ def record(student: Path, label: str, note: str, command: str) -> dict:
         "members_run": student.parent.name,
         "steps": spec["timesteps"],
         "distill": "supervised" if cfg.get("supervised_distill_steps") else "ppo",
+        "starts_from": Path(spec["init_from"]).name,
         "changes": (spec.get("extra") or {}).get("changes", {}),
     }
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -111,7 +106,7 @@ def _f(v: object, digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
-HEADS = ["attempt", "distillation", "steps", "val AUROC", "val balanced",
+HEADS = ["attempt", "distillation", "starts from", "steps", "val AUROC", "val balanced",
          "test balanced (val's balanced point)", "test recall / false alarms at <= 5 % FA on val",
          "test AUROC", "pixel fraction", "CPU-min (distillation run)",
          "CPU-min to deployable"]  # fmt: skip
@@ -125,7 +120,8 @@ def report(results: list[dict]) -> str:
         c = d["benchmark"]["config"]
         changes = ", ".join(f"{k}={v}" for k, v in c["changes"].items()) or "as recorded"
         rows.append([
-            c["label"], f"{c['distill']} ({changes})", f"{c['steps']:,}", _f(d["val_auroc"]),
+            c["label"], f"{c['distill']} ({changes})", c.get("starts_from", "m0"),
+            f"{c['steps']:,}", _f(d["val_auroc"]),
             _f(d["val_balanced"]), _f(d["test_balanced"]),
             f"{_f(d['test_recall_fa5'])} / {_f(d['test_false_alarms_fa5'])}",
             _f(d["test_auroc"]), _f(d["pixel_fraction"]), _f(d["cpu_min"], 1),

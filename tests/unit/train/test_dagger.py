@@ -100,22 +100,33 @@ def test_the_default_distillation_of_members_is_supervised():
     assert np.isclose(TrainConfig().distill_temperature, 1.0)
 
 
-def test_the_best_member_on_val_leads_and_starts_the_student(tmp_path):
+def test_the_best_member_on_val_starts_the_student_and_leads_its_teacher(tmp_path):
     import json
 
-    from inspector.train.members import lead_member, student_spec
+    from inspector.train.distill import ensemble_members
+    from inspector.train.members import lead_member, student_spec, student_teacher
 
     members = []
     for name, score in (("m0", 0.7), ("m1", 0.8), ("m2", 0.8), ("m3", None)):
-        (tmp_path / name).mkdir()
+        (tmp_path / "members" / name).mkdir(parents=True)
+        (tmp_path / "members" / name / "model.zip").write_bytes(b"")
         best = {"operating_point": score} if score is not None else {}
-        (tmp_path / name / "select.json").write_text(json.dumps({"best": best}))
-        members.append(tmp_path / name)
+        (tmp_path / "members" / name / "select.json").write_text(json.dumps({"best": best}))
+        members.append(tmp_path / "members" / name)
     cfg = TrainConfig(select_metric="operating_point")
-    assert lead_member(members, cfg) == "m0"  # the default: the lead
-    assert lead_member(members, cfg.replace(distill_init="best")) == "m1"  # ties: the first
-    spec = student_spec("p.yaml", "synthetic", {}, 8, tmp_path, cfg, 4, "m1")
+    assert lead_member(members, cfg) == "m1"  # the default: the best; ties: the first
+    assert lead_member(members, cfg.replace(distill_init="lead")) == "m0"
+    assert student_teacher(tmp_path, members, cfg.replace(distill_init="lead")) == (
+        "m0",
+        "ensemble",
+    )
+    first, teacher = student_teacher(tmp_path, members, cfg)
+    assert (first, teacher) == ("m1", "ensemble_m1")
+    led = [m.name for m in ensemble_members(tmp_path / teacher)]
+    assert led == ["m1", "m0", "m2", "m3"]  # its moves are m1's; the exported one stays m0's
+    spec = student_spec("p.yaml", "synthetic", {}, 8, tmp_path, cfg, 4, first, teacher)
     assert spec.init_from == str((tmp_path / "members" / "m1").resolve())
+    assert spec.teacher == str((tmp_path / "ensemble_m1").resolve())
 
 
 def test_the_aggregate_draws_from_every_round_it_keeps():
