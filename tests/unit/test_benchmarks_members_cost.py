@@ -90,3 +90,21 @@ def test_a_single_seed_gives_no_table_over_seeds():
     from benchmarks.studies.members_cost.seeds import seeds_table
 
     assert seeds_table([_saved(0, 0.96)]) == ""
+
+
+def test_the_students_distillation_is_part_of_the_recipe(tmp_path):
+    from benchmarks.studies.members_cost.seeds import seeds_table
+
+    run = tmp_path / "run"
+    (run / "student").mkdir(parents=True)
+    assert mc.student_distillation(run) == {"distill": "ppo"}  # no spec: an old PPO student
+    cfg = {"distill": "supervised", "distill_init": "best", "distill_rounds": 12, "seed": 1}
+    (run / "student" / "member.json").write_text(json.dumps({"config": cfg}))
+    way = {"distill": "supervised", "distill_init": "best", "distill_rounds": 12}
+    assert mc.student_distillation(run) == way
+    old, new = _saved(0, 0.96), _saved(1, 0.90)
+    new["benchmark"]["config"]["distill"] = way
+    assert seeds_table([old, new]) == ""  # a PPO and a supervised student: two recipes
+    newer = _saved(2, 0.92)
+    newer["benchmark"]["config"]["distill"] = way
+    assert "Over seeds 1, 2 (r_s1, r_s2)" in seeds_table([old, new, newer])

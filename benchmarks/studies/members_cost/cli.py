@@ -86,6 +86,7 @@ def record(run: Path, label: str, note: str = "", partial: bool = False, command
         if path.is_file():
             costs[r["name"]] = json.loads(path.read_text())
     config = {"label": label, **asked, "train_config": config_changes(spec["config"])}
+    config["distill"] = student_distillation(run)
     result = {"note": note, "command": command, "status": status, "rows": rows, "costs": costs}
     result["val_checks"] = {
         m: _progress(run / "members" / m, m)["val_checks"]
@@ -97,6 +98,16 @@ def record(run: Path, label: str, note: str = "", partial: bool = False, command
             _progress(run / "members" / m, m) for m in members if m not in costs
         ] + [_progress(run / "student", "student")] * (run / "student" / "attempts.json").is_file()
     return save_result(FOLDER / f"{label}.json", STUDY, config, result)
+
+
+def student_distillation(run: Path) -> dict:
+    """How the run distilled its student (from the student's spec): ``distill`` and its
+    settings; a student from before ``distill`` was a field was distilled by PPO."""
+    spec = _read(run / "student" / "member.json", {}) or {}
+    cfg = spec.get("config") or {}
+    way = cfg.get("distill", "ppo")
+    keys = ("distill_init", "distill_rounds") if way == "supervised" else ("distill_w_kd",)
+    return {"distill": way, **{k: cfg[k] for k in keys if k in cfg}}
 
 
 def _read(path: Path, default: object) -> object:
@@ -222,6 +233,13 @@ HEADS = [
 KEYS = ("balanced_accuracy", "defect_recall", "false_alarm_rate", "defect_auroc", "pixel_fraction")
 
 
+def _way(cfg: dict) -> str:
+    d = cfg.get("distill") or {"distill": "ppo"}  # recorded before the field: PPO
+    if d.get("distill") == "supervised":
+        return f" (supervised distillation from the {d.get('distill_init', 'lead')} member)"
+    return " (PPO distillation)"
+
+
 def run_section(data: dict) -> str:
     """One recorded run: heading, command, note and its table."""
     cfg = data["benchmark"]["config"]
@@ -236,7 +254,7 @@ def run_section(data: dict) -> str:
     phases = phase_table(data)
     return (
         f"### {cfg['label']}: {cfg['members']} members of {cfg['timesteps']:,} steps,"
-        f" student {cfg['distill_timesteps']:,} steps, seed {cfg['seed']}{state}\n\n"
+        f" student {cfg['distill_timesteps']:,} steps{_way(cfg)}, seed {cfg['seed']}{state}\n\n"
         f"`{data['command']}`; the members' TrainConfig where it differs from the"
         f" defaults: `{json.dumps(cfg['train_config'])}`\n\n"
         f"{note}"

@@ -32,6 +32,7 @@ def recipe_key(data: dict) -> str:
     """What a run was asked, without its seed and label: runs with the same key are seeds
     of one recipe."""
     cfg = {k: v for k, v in data["benchmark"]["config"].items() if k not in ("seed", "label")}
+    cfg.setdefault("distill", {"distill": "ppo"})  # recorded before the field: PPO students
     return json.dumps(cfg, sort_keys=True)
 
 
