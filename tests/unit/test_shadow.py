@@ -20,6 +20,7 @@ CLASSES = ("ok", "line", "point")
 
 class FakeScanner:
     levels = 2
+    stop = STOP  # a real Scanner's stop index comes from its action table
 
     def __init__(self) -> None:
         self.path: list[PathPoint] = []
