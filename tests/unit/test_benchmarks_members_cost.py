@@ -75,15 +75,18 @@ def test_seeds_of_one_recipe_are_pooled_and_each_goal_counted():
     from benchmarks.studies.members_cost.seeds import seeds_table
 
     other_recipe = _saved(5, 0.9, timesteps=100)  # alone in its recipe: no table
-    text = seeds_table([_saved(0, 0.96), _saved(1, 0.90), other_recipe])
+    first = _saved(0, 0.96)
+    goal = {"defect_recall": 0.97, "false_alarm_rate": 0.04, "balanced_accuracy": 0.92}
+    first["rows"][3]["at_fa05"] = goal  # the student at <= 5 % FA on val meets the goal
+    text = seeds_table([first, _saved(1, 0.90), other_recipe])
     assert "Over seeds 0, 1 (r_s0, r_s1)" in text
     assert "Over seeds 5" not in text
     lines = {line.split("|")[1].strip(): line for line in text.splitlines() if "|" in line}
     assert "| 4 |" in lines["one default agent (each member)"]  # 2 members x 2 seeds
     assert "0.930 (0.900-0.960)" in lines["student"]  # mean (min-max) of recall
     assert "28.0 (28.0-28.0)" in lines["student"]
-    assert lines["ensemble"].rstrip().endswith("2 of 2 |")
-    assert lines["student"].rstrip().endswith("0 of 2 |")
+    assert lines["student"].rstrip().endswith("| 0.970 | 0.040 | 1 of 2 |")
+    assert lines["ensemble"].rstrip().endswith("| - | - | 2 of 2 |")
 
 
 def test_a_single_seed_gives_no_table_over_seeds():

@@ -52,12 +52,21 @@ def _rows(run: Path, summary: dict, members: list[str]) -> list[dict]:
     return [r for r in summarise(run, done)["rows"] if r["name"] in finished]
 
 
-def record(run: Path, label: str, note: str = "", partial: bool = False, command: str = "") -> dict:
+def record(
+    run: Path,
+    label: str,
+    note: str = "",
+    partial: bool = False,
+    command: str = "",
+    fa05: Path | None = None,
+) -> dict:
     """Save the rows of a ``--members`` run (with its configuration).
 
     :param partial: record a run that has not finished: its finished members (and the
         ensemble and student once they are), marked unfinished.
     :param command: the command as it was typed (default: rebuilt from the run).
+    :param fa05: a folder of ``MODEL.fa05.test.json`` (``eval --json`` on test after
+        ``calibrate --max-false-alarms 0.05`` on val): kept as the rows' ``at_fa05``.
     :raises SystemExit: the run did not finish and ``partial`` is not given.
     """
     summary = json.loads((run / "members.json").read_text())
@@ -80,6 +89,10 @@ def record(run: Path, label: str, note: str = "", partial: bool = False, command
         report = Path(r["path"]) / "report.json"
         if row.get("ok_bias") is None and report.is_file():
             row["ok_bias"] = json.loads(report.read_text()).get("ok_bias")
+    for row in rows if fa05 else []:  # the goal's operating point, chosen on val
+        at = _read(fa05 / f"{row['name']}.fa05.test.json", None)
+        if at:
+            row["at_fa05"] = {k: at.get(k) for k in KEYS_FA05}
     costs = {}
     for r in found:
         path = Path(r["path"]) / "cost.json"
@@ -98,6 +111,9 @@ def record(run: Path, label: str, note: str = "", partial: bool = False, command
             _progress(run / "members" / m, m) for m in members if m not in costs
         ] + [_progress(run / "student", "student")] * (run / "student" / "attempts.json").is_file()
     return save_result(FOLDER / f"{label}.json", STUDY, config, result)
+
+
+KEYS_FA05 = ("defect_recall", "false_alarm_rate", "balanced_accuracy")
 
 
 def student_distillation(run: Path) -> dict:
@@ -248,6 +264,12 @@ def run_section(data: dict) -> str:
         + [_fmt(r.get("cpu_min"), 1), _fmt(r.get("cpu_min_to_deployable"), 1)]
         for r in data["rows"]
     ]
+    heads = HEADS
+    if any(r.get("at_fa05") for r in data["rows"]):
+        heads = [*HEADS, "at <= 5 % FA on val: recall / false alarms / balanced (test)"]
+        for row, r in zip(rows, data["rows"]):
+            at = r.get("at_fa05") or {}
+            row.append(" / ".join(_fmt(at.get(k)) for k in KEYS_FA05) if at else "-")
     note = f"{data['note']}\n\n" if data.get("note") else ""
     status = data.get("status", "done")
     state = "" if status == "done" else f" (not finished: at the {status} stage)"
@@ -258,7 +280,7 @@ def run_section(data: dict) -> str:
         f"`{data['command']}`; the members' TrainConfig where it differs from the"
         f" defaults: `{json.dumps(cfg['train_config'])}`\n\n"
         f"{note}"
-        + (table(HEADS, rows) if rows else "No model of the run has finished yet.\n")
+        + (table(heads, rows) if rows else "No model of the run has finished yet.\n")
         + (f"\n{phases}" if phases else "")
         + (
             f"\n{progress_section(data)}"
@@ -285,10 +307,16 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--note", default="", help="what the run shows (printed above its table)")
     rec.add_argument("--partial", action="store_true", help="record an unfinished run")
     rec.add_argument("--command", default="", help="the command as typed (default: rebuilt)")
+    rec.add_argument(
+        "--fa05",
+        type=Path,
+        help="folder of MODEL.fa05.test.json files: each model calibrated with"
+        " `calibrate --max-false-alarms 0.05` on val, then `eval --json` on test",
+    )
     sub.add_parser("report", help="rewrite the section from the saved results")
     args = ap.parse_args(argv)
     if args.verb == "record":
-        record(args.run, args.label, args.note, args.partial, args.command)
+        record(args.run, args.label, args.note, args.partial, args.command, args.fa05)
     return report_recorded(
         FOLDER,
         STUDY,
