@@ -18,7 +18,7 @@ import numpy as np
 
 from benchmarks.harness import table
 from benchmarks.studies.search_controls import analysis, drivers, training
-from benchmarks.studies.search_controls.report import DRIVER_WORDS, _by_class, _f
+from benchmarks.studies.search_controls.report import DRIVER_WORDS, _f, driver_row
 
 WORDS = {
     **DRIVER_WORDS,
@@ -118,21 +118,7 @@ def mean_table(mean: list[dict]) -> str:
     for r in sorted(mean, key=lambda r: (order.index(r["driver"]), r["k"])):
         if r["driver"] not in SHOWN:
             continue
-        lo, hi = r.get("recall_range", (None, None))
-        rows.append(
-            [
-                WORDS[r["driver"]],
-                "-" if r["k"] < 0 else r["k"],
-                r["seeds"],
-                _f(r["glimpses"], ".2f"),
-                _f(r["pixel_fraction"], ".2f"),
-                f"{_f(r['recall'])} ({_f(lo, '.2f')}-{_f(hi, '.2f')})",
-                _f(r["false_alarms"]),
-                _by_class(r),
-                _f(r["auroc"]),
-                _f(r["accuracy"]),
-            ]
-        )
+        rows.append(driver_row(r, WORDS))
     header = ["driver", "k", "seeds", "mean glimpses", "pixel fraction"]
     header += [f"recall at <= {analysis.FA_CEILING:.0%} FA (seeds' range)", "test false alarms"]
     header += ["recall line / point", "defect AUROC", "accuracy"]

@@ -22,9 +22,30 @@ def _f(v, fmt: str = ".3f") -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def _by_class(row: dict) -> str:
+def _by_class(row: dict, classes: list[str] | None = None) -> str:
+    """Recall per defect class (every class but the ok class 0; line / point without
+    ``classes``)."""
     rc = {int(k): v for k, v in row["recall_by_class"].items()}
-    return " / ".join(_f(rc.get(i), ".2f") for i in (1, 2))
+    return " / ".join(_f(rc.get(i), ".2f") for i in range(1, len(classes) if classes else 3))
+
+
+def driver_row(
+    r: dict, words: dict[str, str], pixels: str = ".2f", classes: list[str] | None = None
+) -> list:
+    """One driver's row of a controls table (its figures averaged over seeds or models)."""
+    lo, hi = r.get("recall_range", (None, None))
+    return [
+        words[r["driver"]],
+        "-" if r["k"] < 0 else r["k"],
+        r["seeds"],
+        _f(r["glimpses"], ".2f"),
+        _f(r["pixel_fraction"], pixels),
+        f"{_f(r['recall'])} ({_f(lo, '.2f')}-{_f(hi, '.2f')})",
+        _f(r["false_alarms"]),
+        _by_class(r, classes),
+        _f(r["auroc"]),
+        _f(r["accuracy"]),
+    ]
 
 
 DRIVER_WORDS = {
@@ -50,21 +71,7 @@ def controls_table(mean_rows: list[dict], max_cap: int = 8) -> str:
     for r in sorted(mean_rows, key=lambda r: (order.index(r["driver"]), r["k"])):
         if r["driver"] == "agent cap" and r["k"] > max_cap:
             continue
-        lo, hi = r.get("recall_range", (None, None))
-        rows.append(
-            [
-                DRIVER_WORDS[r["driver"]],
-                "-" if r["k"] < 0 else r["k"],
-                r["seeds"],
-                _f(r["glimpses"], ".2f"),
-                _f(r["pixel_fraction"], ".2f"),
-                f"{_f(r['recall'])} ({_f(lo, '.2f')}-{_f(hi, '.2f')})",
-                _f(r["false_alarms"]),
-                _by_class(r),
-                _f(r["auroc"]),
-                _f(r["accuracy"]),
-            ]
-        )
+        rows.append(driver_row(r, DRIVER_WORDS))
     header = [
         "driver",
         "k / b",

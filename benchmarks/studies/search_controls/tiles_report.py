@@ -7,7 +7,7 @@ from pathlib import Path
 
 from benchmarks.harness import table
 from benchmarks.studies.search_controls import analysis
-from benchmarks.studies.search_controls.report import DRIVER_WORDS
+from benchmarks.studies.search_controls.report import DRIVER_WORDS, _f, driver_row
 
 #: Glimpse counts of the fixed scans shown in the table (the plot shows every k).
 SHOWN_K = (1, 2, 3, 4, 6, 8, 12, 15, 24, 32, 48, 64, 96, 128, 192)
@@ -30,10 +30,6 @@ ORDER = (
 )
 
 
-def _f(v, fmt: str = ".3f") -> str:
-    return "-" if v is None else format(v, fmt)
-
-
 def _shown(r: dict, last: dict[str, int]) -> bool:
     d, k = r["driver"], r["k"]
     if d == "agent cap":
@@ -41,11 +37,6 @@ def _shown(r: dict, last: dict[str, int]) -> bool:
     if d in ("raster", "raster max", "random", "random max"):
         return k in SHOWN_K or k == last[d]
     return True
-
-
-def _by_class(row: dict, classes: list[str]) -> str:
-    rc = {int(k): v for k, v in row["recall_by_class"].items()}
-    return " / ".join(_f(rc.get(i), ".2f") for i in range(1, len(classes)))
 
 
 def mean_table(mean: list[dict], classes: list[str]) -> str:
@@ -57,21 +48,7 @@ def mean_table(mean: list[dict], classes: list[str]) -> str:
     for r in sorted(mean, key=lambda r: (ORDER.index(r["driver"]), r["k"])):
         if not _shown(r, last):
             continue
-        lo, hi = r.get("recall_range", (None, None))
-        rows.append(
-            [
-                DRIVER_WORDS[r["driver"]],
-                "-" if r["k"] < 0 else r["k"],
-                r["seeds"],
-                _f(r["glimpses"], ".2f"),
-                _f(r["pixel_fraction"], ".3f"),
-                f"{_f(r['recall'])} ({_f(lo, '.2f')}-{_f(hi, '.2f')})",
-                _f(r["false_alarms"]),
-                _by_class(r, classes),
-                _f(r["auroc"]),
-                _f(r["accuracy"]),
-            ]
-        )
+        rows.append(driver_row(r, DRIVER_WORDS, ".3f", classes))
     header = [
         "driver",
         "k / b",

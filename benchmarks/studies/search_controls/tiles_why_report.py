@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.studies.search_controls.analysis import FA_CEILING, threshold_at
+from benchmarks.studies.search_controls.report import _f
 from benchmarks.studies.search_controls.tiles_why import FOLDER, K_NATIVE, VERSION
 
 EPS = 1e-4
@@ -277,10 +278,6 @@ SECTION = "search_controls_tiles_why"
 TITLE = "Why native glimpses hurt on the magnetic tiles (issue #27, section 4b)"
 #: Rows shown in the per-model tables, in order.
 SHOWN = tuple(AGGREGATIONS)
-
-
-def _f(v, fmt: str = ".3f") -> str:
-    return "-" if v is None else format(v, fmt)
 
 
 def _vs_overview(row: dict, ov: dict, y: np.ndarray) -> str:
