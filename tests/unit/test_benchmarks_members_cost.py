@@ -80,6 +80,7 @@ def test_seeds_of_one_recipe_are_pooled_and_each_goal_counted():
     first["rows"][3]["at_fa05"] = goal  # the student at <= 5 % FA on val meets the goal
     text = seeds_table([first, _saved(1, 0.90), other_recipe])
     assert "Over seeds 0, 1 (r_s0, r_s1)" in text
+    assert "share the seeds 1 (a member's seed" in text  # 2 members each: 0-1 and 1-2
     assert "Over seeds 5" not in text
     lines = {line.split("|")[1].strip(): line for line in text.splitlines() if "|" in line}
     assert "| 4 |" in lines["one default agent (each member)"]  # 2 members x 2 seeds

@@ -48,6 +48,17 @@ def meets_goal(row: dict) -> bool:
     )
 
 
+def shared_member_seeds(runs: list[dict]) -> list[int]:
+    """Member seeds that more than one of ``runs`` trained (members get seeds
+    ``seed .. seed + members - 1``)."""
+    seen: dict[int, int] = {}
+    for d in runs:
+        cfg = d["benchmark"]["config"]
+        for s in range(int(cfg["seed"]), int(cfg["seed"]) + int(cfg.get("members", 1))):
+            seen[s] = seen.get(s, 0) + 1
+    return sorted(s for s, n in seen.items() if n > 1)
+
+
 def _kind(name: str) -> str:
     return name if name in ("ensemble", "student") else "member"
 
@@ -73,6 +84,7 @@ def seeds_table(results: list[dict]) -> str:
         if len(seeds) < 2:
             continue
         labels = ", ".join(sorted(d["benchmark"]["config"]["label"] for d in runs))
+        shared = shared_member_seeds(runs)
         rows = []
         for title, kind in KINDS:
             found = [r for d in runs for r in d["rows"] if _kind(r["name"]) == kind]
@@ -99,6 +111,15 @@ def seeds_table(results: list[dict]) -> str:
             " <= 5 % false alarms on val (`calibrate --max-false-alarms 0.05`) and judged"
             " on test. A member row pools every member of every seed. Quality goal: defect"
             " recall >= 0.95 with false alarms <= 0.05 (at the <= 5 % point where"
-            " measured) and balanced accuracy >= 0.90 on the test split.\n\n" + table(heads, rows)
+            " measured) and balanced accuracy >= 0.90 on the test split."
+            + (
+                f" These runs are not independent: their members share the seeds"
+                f" {', '.join(map(str, shared))} (a member's seed is its run's plus its index;"
+                " independent repeats take seeds at least the member count apart)."
+                if shared
+                else ""
+            )
+            + "\n\n"
+            + table(heads, rows)
         )
     return "\n".join(parts)
