@@ -49,8 +49,8 @@ MODELS = harness.RUNS / training.STUDY
 TRAINED = "trained"
 
 
-def settings(args: argparse.Namespace) -> dict:
-    """The run sizes of a mode; explicit flags override them."""
+def run_sizes(args: argparse.Namespace) -> dict:
+    """The run sizes of a mode (``--quick`` or full); explicit flags override them."""
     quick = args.quick
     s = {
         "mode": "quick" if quick else "full",
@@ -61,13 +61,19 @@ def settings(args: argparse.Namespace) -> dict:
         "eval_every": 2048 if quick else 4096,
         "eval_parts": 40 if quick else 150,
         "parts": 60 if quick else 300,
-        "lever_seeds": 1,
-        "step_costs": (0.0, 0.3) if quick else training.STEP_COSTS,
-        "arms": ("outcome", "exp") if quick else tuple(training.ARMS),
     }
     for key in ("seeds", "budget", "perception", "bc_samples", "eval_parts", "parts"):
         if getattr(args, key) is not None:
             s[key] = getattr(args, key)
+    return s
+
+
+def settings(args: argparse.Namespace) -> dict:
+    """The run sizes of a mode and the study's plan; explicit flags override them."""
+    s = run_sizes(args)
+    s["lever_seeds"] = 1
+    s["step_costs"] = (0.0, 0.3) if args.quick else training.STEP_COSTS
+    s["arms"] = ("outcome", "exp") if args.quick else tuple(training.ARMS)
     if args.lever_seeds is not None:
         s["lever_seeds"] = args.lever_seeds
     if args.arms:

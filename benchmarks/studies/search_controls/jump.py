@@ -199,21 +199,10 @@ def load_agent(out_dir: Path, arm: str, seed: int, budget: int):
 
 
 def settings(args: Any) -> dict:
-    """The run sizes of a mode (as the study's, :func:`.cli.settings`)."""
-    quick = args.quick
-    s = {
-        "mode": "quick" if quick else "full",
-        "seeds": 1 if quick else 3,
-        "budget": 4096 if quick else 32768,
-        "perception": 1000 if quick else 8000,
-        "bc_samples": 1024 if quick else 8192,
-        "eval_every": 2048 if quick else 4096,
-        "eval_parts": 40 if quick else 150,
-        "parts": 60 if quick else 300,
-    }
-    for key in ("seeds", "budget", "perception", "bc_samples", "eval_parts", "parts"):
-        if getattr(args, key) is not None:
-            s[key] = getattr(args, key)
+    """The run sizes of a mode (the study's, :func:`.cli.run_sizes`) and the jump arms."""
+    from benchmarks.studies.search_controls.cli import run_sizes
+
+    s = run_sizes(args)
     s["arms"] = tuple(args.arms.split(",")) if args.arms else ("jump",)
     return s
 
