@@ -254,6 +254,21 @@ class Scanner:
         self._look()
         return self.observation()
 
+    def level_after(self, action: int) -> int:
+        """The zoom level ``action`` would take the viewport to (``stop``: the current one).
+
+        What the agent loop checks against a model's search depth
+        (:func:`inspector.policy.agent.run_episode`) before it lets an action look.
+        """
+        a = int(action)
+        if self.n_tiles and 0 <= a - self.tile0 < self.n_tiles:
+            return self.levels - 1
+        if self._has_moves and a == 4:
+            return min(self.levels - 1, self.level + 1)
+        if self._has_moves and a == 5:
+            return max(0, self.level - 1)
+        return self.level
+
     def step(self, action: int) -> tuple[dict[str, np.ndarray], bool, bool]:
         """Apply a move, zoom or tile action of :attr:`actions` (``stop`` changes nothing).
 

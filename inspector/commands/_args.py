@@ -114,6 +114,33 @@ def fraction(text: str) -> float:
     return v
 
 
+def search_depth(text: str) -> str | int:
+    """``type=`` for ``--search-depth``: ``auto``, ``full`` or a zoom level (0, 1, ...)."""
+    if text in ("auto", "full"):
+        return text
+    try:
+        return _int(text, 0, "--search-depth")
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected auto, full or a zoom level (0, 1, ...), got {text!r}"
+        ) from None
+
+
+def add_search_depth_argument(p: argparse.ArgumentParser, default: str | None) -> None:
+    """``--search-depth``: chosen with the operating point (calibrate, train)."""
+    p.add_argument(
+        "--search-depth",
+        type=search_depth,
+        default=default,
+        metavar="auto|full|LEVEL",
+        help="how deep the search may zoom, chosen with the operating point: auto (each "
+        "zoom level from the deepest up; a shallower one only where it meets the objective "
+        "strictly better on these parts: the agent then declares rather than look deeper), "
+        "full (every level, as trained) or a level (0 = overview)"
+        + (f"; default {default}" if default else "; default: the recipe's (presets: auto)"),
+    )
+
+
 def default_store_split(
     args: argparse.Namespace, verb: str, split: str, why: str, *, err: bool = False
 ) -> None:

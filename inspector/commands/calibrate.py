@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from inspector.commands._args import (
+    add_search_depth_argument,
     add_threads_argument,
     default_store_split,
     fraction,
@@ -58,6 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="R",
         help="fewest false alarms with at least this defect recall (e.g. 0.95)",
     )
+    add_search_depth_argument(p, "auto")
     p.add_argument("--dry-run", action="store_true", help="print the choice, store nothing")
     add_threads_argument(p)
     p.set_defaults(func=run_calibrate)
@@ -97,29 +99,54 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from inspector.train.torch_policy import load_any_policy
 
     policy = load_any_policy(path)
-    cal = choose_operating_point(policy, args.camera, params, args.episodes, objective, target)
+    cal = choose_operating_point(
+        policy, args.camera, params, args.episodes, objective, target, args.search_depth
+    )
     bias = cal.ok_bias
+    levels = int(policy.meta.scan.get("zoom_levels", 1))
     print(
         f"calibrate: {cal.frames} parts from {cal.source}, objective {objective}"
         + (f" {target:g}" if target is not None else "")
     )
+    for line in depth_lines(cal):
+        print(line)
     for name, r, b in (("as trained", cal.at_zero, 0.0), ("chosen", cal.at_bias, bias)):
         print(
             f"  {name:10s} ok bias {b:+6.2f}: balanced {_f(r['balanced_accuracy'])}, "
             f"defect recall {_f(r['defect_recall'])}, false alarms {_f(r['false_alarm_rate'])}"
         )
+    print(f"  search depth: {cal.depth_words(levels)}")
     if args.dry_run:
         print("calibrate: --dry-run, nothing stored")
         return 0
     if suffix == ".onnx":
         from inspector.export.onnx import write_ok_bias
 
-        write_ok_bias(path, bias)
-        print(f"calibrate: ok bias {bias:+.2f} written into {path}'s metadata")
+        write_ok_bias(path, bias, cal.max_zoom)
+        print(
+            f"calibrate: ok bias {bias:+.2f} written into {path}'s metadata, with the search"
+            f" depth ({cal.depth_words(levels)})"
+        )
         return 0
     out = store_in_run(path if path.is_dir() else path.parent, cal)
     print(f"calibrate: wrote {out} (export carries it into the ONNX metadata)")
     return 0
+
+
+def depth_lines(cal) -> list[str]:
+    """One line per search depth tried (none when only one was)."""
+    lines = []
+    for e in cal.depths:
+        head = f"  depth {e['max_zoom']}: {e['mean_actions']:5.2f} actions/part, "
+        if "error" in e:
+            lines.append(head + f"objective not met ({e['error']})")
+            continue
+        r = e["at_bias"]
+        lines.append(
+            head + f"ok bias {e['ok_bias']:+6.2f}: balanced {_f(r['balanced_accuracy'])}, "
+            f"defect recall {_f(r['defect_recall'])}, false alarms {_f(r['false_alarm_rate'])}"
+        )
+    return lines
 
 
 def _f(v: float) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from inspector.commands._args import (
     add_progress_argument,
+    add_search_depth_argument,
     add_threads_argument,
     default_store_split,
     fraction,
@@ -70,6 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     goal.add_argument(
         "--no-calibrate", action="store_true", help="end without choosing an operating point"
     )
+    add_search_depth_argument(p, None)
     p.add_argument("--teacher", help="teacher model for the KL term ('scripted', 'none' or a run)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--seed", type=int, help="random seed (overrides the config)")
@@ -138,6 +140,8 @@ def run_train(args: argparse.Namespace) -> int:
         changes.update(operating_point="min_recall", operating_target=args.min_recall)
     elif args.no_calibrate:
         changes.update(operating_point="none", operating_target=None)
+    if args.search_depth is not None:
+        changes["search_depth"] = args.search_depth
     if changes:
         try:
             cfg = cfg.replace(**changes)
@@ -186,6 +190,11 @@ def print_report(r: dict) -> None:
             f"{f['count']} val parts: balanced {a['balanced_accuracy']:.3f}, defect recall "
             f"{_f(a['defect_recall'])}, false alarms {_f(a['false_alarm_rate'])}"
         )
+        if op.get("max_zoom") is not None:
+            print(
+                f"search depth: zoom level {op['max_zoom']} at most, chosen on val (a shallower"
+                " search met the objective better; deeper glimpses are cut)"
+            )
     elif op:
         print(f"operating point: {op['why']}")
     from inspector.train.evaluate import forced_line
@@ -233,7 +242,7 @@ def run_eval(args: argparse.Namespace) -> int:
         raise InspectorError(f"--episodes must be positive, got {args.episodes}")
     default_store_split(args, "eval", "heldout", "frames no model was trained or chosen on",
                         err=True)  # fmt: skip
-    from inspector.train.evaluate import forced_line, trained_source
+    from inspector.train.evaluate import depth_line, forced_line, trained_source
 
     policy = load_any_policy(args.model)  # also train --members' ensemble directory
     run_dir = Path(args.model) if Path(args.model).is_dir() else Path(args.model).parent
@@ -249,8 +258,8 @@ def run_eval(args: argparse.Namespace) -> int:
     result["backend"] = policy.backend
     result["scan"] = dict(policy.meta.scan)
     print(f"eval: judged {result['frames']['about']}", file=sys.stderr)
-    if forced_line(result):
-        print(f"eval: {forced_line(result)}", file=sys.stderr)
+    for line in filter(None, (forced_line(result), depth_line(result))):
+        print(f"eval: {line}", file=sys.stderr)
     if args.json:
         write_report(result, kept, Path(args.json), Path(args.plot) if args.plot else None)
     elif args.plot:

@@ -43,7 +43,7 @@ def torch_reference(
     :raises ModelError: a run that cannot be loaded, or members that cannot form an ensemble.
     """
     from inspector.policy.ensemble import EnsemblePolicy, ensemble_sha256
-    from inspector.policy.operating_point import read_ok_bias
+    from inspector.policy.operating_point import read_calibrated
     from inspector.train.torch_policy import (
         EnsembleGraph,
         TorchPolicy,
@@ -56,15 +56,16 @@ def torch_reference(
     for path in paths:
         model, prof, sha = load_trained(path)
         members.append(
-            TorchPolicy(model, meta_for_model(model, prof, sha, read_ok_bias(path, sha)))
+            TorchPolicy(model, meta_for_model(model, prof, sha, **read_calibrated(path, sha)))
         )
         profile = profile or prof
     if not ensemble:
         return members[0], members[0].graph, profile
-    bias = 0.0
+    point = {"ok_bias": 0.0, "max_zoom": None}
     if ensemble_dir is not None:
-        bias = read_ok_bias(ensemble_dir, ensemble_sha256([m.meta.model_sha256 for m in members]))
-    if members[0].meta.ok_bias and not bias:
+        shas = [m.meta.model_sha256 for m in members]
+        point = read_calibrated(ensemble_dir, ensemble_sha256(shas))
+    if members[0].meta.ok_bias and not point["ok_bias"]:
         log.warning(
             "%s is calibrated (ok bias %+.2f); the ensemble is not: calibrate the exported"
             " model (inspector calibrate) before a station runs it",
@@ -72,7 +73,7 @@ def torch_reference(
             members[0].meta.ok_bias,
         )
     # The members' own biases do not carry over: the ensemble has its own (or 0).
-    policy = EnsemblePolicy(members, ok_bias=bias, names=[str(p) for p in paths])
+    policy = EnsemblePolicy(members, names=[str(p) for p in paths], **point)
     return policy, EnsembleGraph([m.graph for m in members]), profile
 
 
@@ -258,14 +259,18 @@ def export_report(
     return report
 
 
-def write_ok_bias(path: Path, bias: float) -> None:
-    """Set ``inspector.ok_bias`` in an ONNX file's metadata (written atomically)."""
+def write_ok_bias(path: Path, bias: float, max_zoom: int | None = None) -> None:
+    """Set ``inspector.ok_bias`` and the search depth ``inspector.max_zoom`` (removed for
+    None: every level) in an ONNX file's metadata (written atomically)."""
     onnx = _onnx()
     m = onnx.load(str(path))
-    key = META_PREFIX + "ok_bias"
-    props = [(p.key, p.value) for p in m.metadata_props if p.key != key]
+    keys = (META_PREFIX + "ok_bias", META_PREFIX + "max_zoom")
+    props = [(p.key, p.value) for p in m.metadata_props if p.key not in keys]
+    new = [(keys[0], json.dumps(float(bias)))]
+    if max_zoom is not None:
+        new.append((keys[1], json.dumps(int(max_zoom))))
     del m.metadata_props[:]
-    for k, v in [*props, (key, json.dumps(float(bias)))]:
+    for k, v in [*props, *new]:
         entry = m.metadata_props.add()
         entry.key, entry.value = k, v
     with atomic_path(path) as tmp:

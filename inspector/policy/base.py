@@ -14,8 +14,9 @@ ONNX graph contract (also used to build TensorRT engines):
   ``inspector.scan``, ``inspector.state_size``, ``inspector.outcome_matrix``,
   ``inspector.profile_name``, ``inspector.profile_sha256``, ``inspector.model_sha256``,
   ``inspector.exporter_version``, ``inspector.step_budget`` and, where the model was
-  calibrated (:mod:`inspector.policy.operating_point`), ``inspector.ok_bias``; an
-  ensemble (:mod:`inspector.policy.ensemble`) also ``inspector.ensemble``.
+  calibrated (:mod:`inspector.policy.operating_point`), ``inspector.ok_bias``, and where
+  calibration chose a search depth below native, ``inspector.max_zoom``; an ensemble
+  (:mod:`inspector.policy.ensemble`) also ``inspector.ensemble``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ class ModelMeta:
         (empty: one model).
     :param classification_only: no class is defect-free (the profile's ``ok_class:
         none``): :attr:`ok_class` is None, every verdict is a defect, no operating point.
+    :param max_zoom: the calibrated search depth: the deepest zoom level the search may
+        look at (the agent stops, and declares on what it has seen, rather than take a
+        deeper glimpse); None: every level, as trained
+        (:func:`inspector.policy.agent.run_episode`).
     """
 
     classes: tuple[str, ...]
@@ -73,6 +78,7 @@ class ModelMeta:
     ok_bias: float = 0.0
     ensemble: tuple[str, ...] = ()
     classification_only: bool = False
+    max_zoom: int | None = None
 
     @property
     def ok_class(self) -> str | None:
@@ -99,6 +105,8 @@ class ModelMeta:
             d["ensemble"] = list(self.ensemble)
         if self.classification_only:
             d["classification_only"] = True
+        if self.max_zoom is not None:
+            d["max_zoom"] = int(self.max_zoom)
         return {META_PREFIX + k: json.dumps(v) for k, v in d.items()}
 
     @classmethod
@@ -177,6 +185,14 @@ class ModelMeta:
         only = get.get("classification_only", False)
         if not isinstance(only, bool):
             raise bad("classification_only must be true or false")
+        max_zoom = get.get("max_zoom")
+        if max_zoom is not None:
+            levels = scan.get("zoom_levels")
+            top = levels - 1 if isinstance(levels, int) and not isinstance(levels, bool) else 0
+            if isinstance(max_zoom, bool) or not isinstance(max_zoom, int):
+                raise bad(f"max_zoom must be a whole number, got {max_zoom!r:.40}")
+            if not 0 <= max_zoom <= top:
+                raise bad(f"max_zoom must be 0 .. {top} (the scan's zoom levels), got {max_zoom}")
         return cls(
             classes=classes,
             actions=actions,
@@ -191,6 +207,7 @@ class ModelMeta:
             ok_bias=float(ok_bias),
             ensemble=tuple(str(x) for x in ensemble),
             classification_only=only,
+            max_zoom=max_zoom,
         )
 
     def expected_shapes(self) -> dict[str, tuple[int, ...]]:

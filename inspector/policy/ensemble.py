@@ -65,10 +65,16 @@ def check_compatible(metas: Sequence[ModelMeta], names: Sequence[str] | None = N
             )
 
 
-def ensemble_meta(metas: Sequence[ModelMeta], ok_bias: float = 0.0) -> ModelMeta:
-    """The lead's metadata, with the members' model sha256 and the ensemble's own bias."""
+def ensemble_meta(
+    metas: Sequence[ModelMeta], ok_bias: float = 0.0, max_zoom: int | None = None
+) -> ModelMeta:
+    """The lead's metadata, with the members' model sha256 and the ensemble's own bias
+    and search depth."""
     return dataclasses.replace(
-        metas[0], ensemble=tuple(m.model_sha256 for m in metas), ok_bias=float(ok_bias)
+        metas[0],
+        ensemble=tuple(m.model_sha256 for m in metas),
+        ok_bias=float(ok_bias),
+        max_zoom=max_zoom,
     )
 
 
@@ -94,16 +100,21 @@ class EnsemblePolicy(Policy):
     :param members: loaded policies, lead first (any backends).
     :param ok_bias: the ensemble's operating point (0: as combined).
     :param names: how errors name the members (e.g. their paths).
+    :param max_zoom: the ensemble's search depth (None: every level).
     :raises ModelError: members that cannot form an ensemble (:func:`check_compatible`).
     """
 
     backend = "ensemble"
 
     def __init__(
-        self, members: Sequence[Policy], ok_bias: float = 0.0, names: Sequence[str] | None = None
+        self,
+        members: Sequence[Policy],
+        ok_bias: float = 0.0,
+        names: Sequence[str] | None = None,
+        max_zoom: int | None = None,
     ) -> None:
         check_compatible([m.meta for m in members], names)
-        super().__init__(ensemble_meta([m.meta for m in members], ok_bias))
+        super().__init__(ensemble_meta([m.meta for m in members], ok_bias, max_zoom))
         self.members = list(members)
 
     def forward(self, obs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

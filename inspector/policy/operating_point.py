@@ -15,6 +15,10 @@ test split) for one of three objectives and stores it with the model:
 * ``min_recall``: the least sensitive bias whose defect recall is at least the target
   (the fewest false alarms such a bias gives).
 
+With the bias, calibration may choose a search depth (``max_zoom``: the deepest zoom
+level the agent looks at, :func:`inspector.train.calibration.choose_operating_point`);
+it is stored and carried the same way (``inspector.max_zoom``).
+
 A run directory keeps it in ``operating_point.json`` beside ``model.zip`` (with the
 model's sha256: a model retrained in place drops a stale one with a warning); export
 copies it into the ONNX metadata (``inspector.ok_bias``) and from there into TensorRT
@@ -183,6 +187,10 @@ class OperatingPoint:
     :param source: where those parts came from (camera and parameters, in words).
     :param at_bias: balanced accuracy, defect recall and false alarms there.
     :param at_zero: the same at ``ok_bias`` 0, for comparison.
+    :param max_zoom: the search depth chosen with it (the deepest zoom level the search
+        may look at; None: every level, as trained).
+    :param depths: each search depth tried, with its bias and rates there (empty: only
+        the model's full search was tried).
     """
 
     ok_bias: float
@@ -194,6 +202,8 @@ class OperatingPoint:
     at_bias: dict[str, float] = field(default_factory=dict)
     at_zero: dict[str, float] = field(default_factory=dict)
     created_at: str = ""
+    max_zoom: int | None = None
+    depths: list[dict[str, Any]] = field(default_factory=list)
 
     def write(self, run_dir: str | Path) -> Path:
         """Write ``operating_point.json`` into ``run_dir`` (atomically)."""
@@ -204,7 +214,15 @@ class OperatingPoint:
 
 
 def read_ok_bias(model_path: str | Path, model_sha256: str) -> float:
-    """The calibrated ok bias of a run directory (or its ``model.zip``); 0 without one.
+    """The calibrated ok bias of a run directory (or its ``model.zip``); 0 without one
+    (:func:`read_calibrated`)."""
+    return read_calibrated(model_path, model_sha256)["ok_bias"]
+
+
+def read_calibrated(model_path: str | Path, model_sha256: str) -> dict[str, Any]:
+    """What calibration set for a run directory (or its ``model.zip``): ``ok_bias`` (0
+    without a calibration) and ``max_zoom`` (the search depth, None: every level), as
+    :class:`inspector.policy.base.ModelMeta` takes them.
 
     A calibration made for another model file (the run was trained on since) is
     ignored with a warning: calibrate again.
@@ -213,17 +231,21 @@ def read_ok_bias(model_path: str | Path, model_sha256: str) -> float:
     """
     p = Path(model_path)
     path = (p if p.is_dir() else p.parent) / FILE
+    none: dict[str, Any] = {"ok_bias": 0.0, "max_zoom": None}
     if not path.is_file():
-        return 0.0
+        return none
     try:
         doc: dict[str, Any] = json.loads(path.read_text())
         bias = float(doc["ok_bias"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        depth = doc.get("max_zoom")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ModelError(
             f"{path}: broken operating point ({exc}); delete it or calibrate again"
         ) from None
     if not np.isfinite(bias):
         raise ModelError(f"{path}: ok_bias must be a finite number, got {bias}")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+        raise ModelError(f"{path}: max_zoom must be a zoom level (0, 1, ...) or null: {depth!r}")
     if doc.get("model_sha256") and model_sha256 and doc["model_sha256"] != model_sha256:
         log.warning(
             "%s was calibrated for another model file (sha256 %s...); ignoring it: "
@@ -231,5 +253,5 @@ def read_ok_bias(model_path: str | Path, model_sha256: str) -> float:
             path,
             str(doc["model_sha256"])[:12],
         )
-        return 0.0
-    return bias
+        return none
+    return {"ok_bias": bias, "max_zoom": depth}

@@ -21,7 +21,8 @@ def banner_lines(station: Any) -> list[str]:
         f"classes {','.join(m.classes)} budget {station.budget}",
         "  verdict  "
         + (f"ok bias {m.ok_bias:+.2f} (calibrated)" if m.ok_bias else "as trained (ok bias 0)")
-        + (f", ensemble of {len(m.ensemble)} models" if m.ensemble else ""),
+        + (f", ensemble of {len(m.ensemble)} models" if m.ensemble else "")
+        + (f", search to zoom level {m.max_zoom} at most" if m.max_zoom is not None else ""),
         f"  trigger  {c.trigger.mode}",
     ]
     if station.opcua is not None:

@@ -4,9 +4,11 @@ what ``train`` does as its last step (on the val frames)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from inspector.errors import InspectorError
 from inspector.policy.base import Policy
@@ -20,7 +22,11 @@ class Calibration:
     :param ok_bias: the chosen bias; ``objective``/``target`` how it was chosen.
     :param frames: how many parts; ``source`` where they came from, in words.
     :param at_bias: balanced accuracy, defect recall and false alarms at the bias.
-    :param at_zero: the same at bias 0 (as trained).
+    :param at_zero: the same at bias 0 with the full search (as trained).
+    :param max_zoom: the search depth chosen with the bias (None: every level).
+    :param depths: each depth tried (deepest first): ``max_zoom``, ``ok_bias``, its rates
+        there and ``mean_actions`` per part, or ``error`` where the objective could not
+        be met at that depth.
     """
 
     ok_bias: float
@@ -30,6 +36,29 @@ class Calibration:
     source: str
     at_bias: dict[str, float]
     at_zero: dict[str, float]
+    max_zoom: int | None = None
+    depths: list[dict[str, Any]] = field(default_factory=list)
+
+    def section(self, frames: dict[str, Any]) -> dict[str, Any]:
+        """report.json's ``operating_point`` section; ``frames``: which parts, in words
+        (:func:`inspector.train.select.frames_doc`)."""
+        return {
+            "ok_bias": self.ok_bias,
+            "objective": self.objective,
+            "target": self.target,
+            "at_bias": self.at_bias,
+            "at_zero": self.at_zero,
+            "max_zoom": self.max_zoom,
+            "depths": self.depths,
+            "frames": frames,
+        }
+
+    def depth_words(self, levels: int | None = None) -> str:
+        """The chosen search depth in words."""
+        if self.max_zoom is None:
+            return "every zoom level (as trained)"
+        of = f" of 0..{levels - 1}" if levels else ""
+        return f"zoom level {self.max_zoom}{of} at most (deeper glimpses cut)"
 
 
 def source_words(camera: str, params: Mapping[str, Any]) -> str:
@@ -44,14 +73,22 @@ def choose_operating_point(
     episodes: int | None,
     objective: str = "balanced",
     target: float | None = None,
+    depth: str | int = "full",
 ) -> Calibration:
-    """Run ``policy`` once on ``episodes`` labelled parts and choose its ok bias.
+    """Run ``policy`` once on ``episodes`` labelled parts and choose its ok bias, and with
+    ``depth`` ``auto`` its search depth too.
 
     ``episodes`` None: every frame of a finite source, once (100 synthetic panels).
 
-    :raises InspectorError: the model has no ok class (classification only).
+    :param depth: ``full`` (every zoom level, as trained), a zoom level (the deepest the
+        search may look at), or ``auto``: each level from the deepest up, keeping a
+        shallower one only where it meets the objective strictly better on these parts
+        (:func:`choose_depth`). One pass at full depth serves every depth
+        (:func:`inspector.policy.agent.capped_at`).
+    :raises InspectorError: the model has no ok class (classification only), a depth
+        outside the model's zoom levels, or an objective no depth meets.
     """
-    from inspector.train.evaluate import part_probabilities
+    from inspector.train.evaluate import decision_probabilities, run_parts
 
     meta = policy.meta
     if meta.classification_only:
@@ -61,18 +98,104 @@ def choose_operating_point(
             f"of {', '.join(meta.classes)}. Judge it by accuracy and per-class recall "
             "('inspector eval' on the held-out frames)"
         )
-    probs, y = part_probabilities(policy, camera, params, episodes)
-    bias, at_bias = choose_bias(probs, y, meta.outcome_matrix, objective, target)
-    at_zero = rates_at(probs, y, meta.outcome_matrix, 0.0)
+    levels = int(meta.scan.get("zoom_levels", 1))
+    candidates = depth_candidates(depth, levels)
+    labels, decisions, _ = run_parts(policy, camera, params, episodes, max_zoom=levels - 1)
+    probs, y = decision_probabilities(meta.classes, labels, decisions)
+    chosen, table = choose_depth(decisions, y, meta.outcome_matrix, candidates, objective, target)
     return Calibration(
-        ok_bias=bias,
+        ok_bias=chosen["ok_bias"],
         objective=objective,
         target=target,
         frames=len(y),
         source=source_words(camera, params),
-        at_bias=at_bias,
-        at_zero=at_zero,
+        at_bias=chosen["at_bias"],
+        at_zero=rates_at(probs, y, meta.outcome_matrix, 0.0),
+        max_zoom=None if chosen["max_zoom"] == levels - 1 else chosen["max_zoom"],
+        depths=table if len(candidates) > 1 else [],
     )
+
+
+def goal_of(cfg: Any) -> tuple[str, float | None, str | int]:
+    """(objective, target, search depth) of a TrainConfig's closing calibration."""
+    return cfg.operating_point, cfg.operating_target, cfg.search_depth
+
+
+def depth_candidates(depth: str | int, levels: int) -> list[int]:
+    """The search depths ``depth`` asks to try, deepest first.
+
+    :raises InspectorError: not ``auto``, ``full`` or a zoom level of the model.
+    """
+    if depth == "auto":
+        return list(range(levels - 1, -1, -1))
+    if depth == "full":
+        return [levels - 1]
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth < levels:
+        raise InspectorError(
+            f"search depth must be auto, full or a zoom level 0..{levels - 1} of the model,"
+            f" got {depth!r}"
+        )
+    return [depth]
+
+
+def choose_depth(
+    decisions: list,
+    labels: np.ndarray,
+    outcome_matrix: np.ndarray,
+    candidates: list[int],
+    objective: str,
+    target: float | None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The search depth and ok bias that best meet ``objective`` on these parts.
+
+    ``decisions`` are full-depth episodes; each candidate depth (deepest first) is read
+    from them as if run at that depth. A shallower depth wins only by being strictly
+    better (balanced accuracy; recall under the false-alarm ceiling, then fewer false
+    alarms; fewer false alarms over the recall floor), so on a tie the search stays as
+    trained.
+
+    :returns: (the chosen entry, every entry) with ``max_zoom``, ``ok_bias``, ``at_bias``
+        and ``mean_actions``.
+    :raises InspectorError: no candidate depth meets the objective (the deepest's reason).
+    """
+    from inspector.policy.agent import capped_at
+
+    table, best, first_error = [], None, None
+    for d in candidates:
+        capped = [capped_at(dec, d) for dec in decisions]
+        probs = np.stack([c[0] for c in capped])
+        entry: dict[str, Any] = {
+            "max_zoom": d,
+            "mean_actions": round(float(np.mean([c[1] for c in capped])), 3),
+        }
+        try:
+            entry["ok_bias"], entry["at_bias"] = choose_bias(
+                probs, labels, outcome_matrix, objective, target
+            )
+        except InspectorError as exc:
+            first_error = first_error or exc
+            table.append(entry | {"error": str(exc)})
+            continue
+        table.append(entry)
+        if best is None or _score(entry, objective) > _score(best, objective):
+            best = entry
+    if best is None:
+        raise first_error or InspectorError("no search depth to calibrate")
+    return best, table
+
+
+def _score(entry: dict[str, Any], objective: str) -> tuple[float, float]:
+    """What ``objective`` maximises at an entry (nan counts as worst)."""
+
+    def num(key: str, sign: float = 1.0) -> float:
+        v = float(entry["at_bias"].get(key, float("nan")))
+        return -np.inf if v != v else sign * v
+
+    if objective == "balanced":
+        return num("balanced_accuracy"), 0.0
+    if objective == "max_false_alarms":
+        return num("defect_recall"), num("false_alarm_rate", -1.0)
+    return num("false_alarm_rate", -1.0), num("defect_recall")
 
 
 def store_in_run(run_dir: str | Path, cal: Calibration) -> Path:
@@ -88,6 +211,8 @@ def store_in_run(run_dir: str | Path, cal: Calibration) -> Path:
         source=cal.source,
         at_bias=cal.at_bias,
         at_zero=cal.at_zero,
+        max_zoom=cal.max_zoom,
+        depths=cal.depths,
     )
     return point.write(run_dir)
 
@@ -111,13 +236,15 @@ def calibrate_run(
     episodes: int,
     objective: str = "balanced",
     target: float | None = None,
+    depth: str | int = "full",
 ) -> Calibration:
-    """Choose the run's operating point on these parts and store it with the run."""
+    """Choose the run's operating point (and search depth, :func:`choose_operating_point`)
+    on these parts and store it with the run."""
     from inspector.train.torch_policy import load_any_policy
 
     # The decisions' probabilities are the model's own (the bias moves only verdicts),
     # so an earlier operating point does not move the choice.
     policy = load_any_policy(run_dir)
-    cal = choose_operating_point(policy, camera, params, episodes, objective, target)
+    cal = choose_operating_point(policy, camera, params, episodes, objective, target, depth)
     store_in_run(run_dir, cal)
     return cal

@@ -121,6 +121,12 @@ class TrainConfig:
         ``max_false_alarms``, ``min_recall``, or ``none`` (no operating point; the bare
         default, the presets set ``balanced``).
     :param operating_target: the false-alarm ceiling or recall floor of that objective.
+    :param search_depth: the search depth chosen with the operating point: ``full``
+        (every zoom level, as trained; the bare default), ``auto`` (the presets: each
+        level from the deepest up, a shallower one kept only where it meets the
+        objective strictly better on the val frames; the agent then stops rather than
+        look deeper, :func:`inspector.train.calibration.choose_operating_point`) or a
+        zoom level.
     :param distill_timesteps: with ``train --members K``, the student's environment steps
         of distillation from the members' ensemble; 0 = half a member's timesteps.
     :param distill_w_kd: with ``train --members K``, the student's weight of the KL term
@@ -199,6 +205,7 @@ class TrainConfig:
     select_metric: str = "balanced_accuracy"
     operating_point: str = "none"
     operating_target: float | None = None
+    search_depth: str | int = "full"
     distill_timesteps: int = 0
     distill_w_kd: float = 1.0
     distill: str = "supervised"
@@ -254,6 +261,11 @@ class TrainConfig:
             )
         if needs_target and not 0.0 <= float(self.operating_target) <= 1.0:
             raise ValueError(f"operating_target must be 0..1, got {self.operating_target}")
+        depth = self.search_depth
+        if depth not in ("auto", "full") and (
+            isinstance(depth, bool) or not isinstance(depth, int) or depth < 0
+        ):
+            raise ValueError(f"search_depth must be auto, full or a zoom level, got {depth!r}")
         if self.w_rl + self.w_sl + self.w_kd <= 0:
             raise ValueError("w_rl + w_sl + w_kd must be positive")
         self._validate_distillation()

@@ -84,7 +84,7 @@ def ensemble_policy(folder: str | Path, calibrated: bool = True) -> Any:
         of ``folder``, written by ``train --members`` for these member files); else at 0.
     """
     from inspector.policy.ensemble import EnsemblePolicy, ensemble_sha256
-    from inspector.policy.operating_point import read_ok_bias
+    from inspector.policy.operating_point import read_calibrated
     from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     members = ensemble_members(folder)
@@ -92,10 +92,10 @@ def ensemble_policy(folder: str | Path, calibrated: bool = True) -> Any:
     for m in members:
         model, profile, sha = load_trained(m)
         policies.append(TorchPolicy(model, meta_for_model(model, profile, sha)))
-    bias = 0.0
+    point: dict = {}
     if calibrated:
-        bias = read_ok_bias(folder, ensemble_sha256([p.meta.model_sha256 for p in policies]))
-    return EnsemblePolicy(policies, ok_bias=bias, names=[str(m) for m in members])
+        point = read_calibrated(folder, ensemble_sha256([p.meta.model_sha256 for p in policies]))
+    return EnsemblePolicy(policies, names=[str(m) for m in members], **point)
 
 
 class _Joint:

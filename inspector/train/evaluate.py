@@ -160,6 +160,18 @@ def forced_line(result: Mapping[str, Any]) -> str | None:
     )
 
 
+def depth_line(result: Mapping[str, Any]) -> str | None:
+    """``search depth: zoom level 1 at most (calibrated); 63% of parts stopped there``
+    (None for a model that searches every level)."""
+    depth = result.get("search_depth")
+    if not depth:
+        return None
+    return (
+        f"search depth: zoom level {depth['max_zoom']} at most (calibrated); "
+        f"{100.0 * depth['capped_share']:.0f}% of parts declared there rather than look deeper"
+    )
+
+
 def metrics(
     classes: Sequence[str],
     ok_class: str | None,
@@ -273,6 +285,11 @@ def evaluate(
     result = metrics(meta.classes, ok, labels, decisions)
     forced = [pid for pid, d in zip(seen["part_ids"], decisions) if not d.stopped]
     result["forced_verdicts"]["parts"] = forced[:MAX_NAMED_PARTS]
+    if meta.max_zoom is not None:
+        result["search_depth"] = {
+            "max_zoom": int(meta.max_zoom),
+            "capped_share": float(np.mean([d.capped for d in decisions])) if decisions else 0.0,
+        }
     result["frames"] = judged_frames(
         camera, camera_params or {}, len(decisions), seen["source_frames"], trained_on
     )
@@ -288,12 +305,14 @@ def run_parts(
     keep: int = 0,
     *,
     seen: dict[str, Any] | None = None,
+    max_zoom: int | None = None,
 ) -> tuple[list[str], list[Decision], list[tuple[Any, Decision]]]:
     """One episode on each of ``episodes`` fixed labelled parts: (labels, decisions, kept).
 
     :param episodes: parts to judge (None: every frame of a finite source, once).
     :param seen: filled with ``part_ids`` (in order) and ``source_frames`` (the
         source's frame count, None when endless).
+    :param max_zoom: the search depth (None: the model's own, :func:`run_episode`).
     :raises InspectorError: a part without a label, or with a class the model lacks.
     """
     meta = policy.meta
@@ -322,7 +341,7 @@ def run_parts(
                     f"frame {frame.part_id} has label {frame.truth.label!r}, not one of the "
                     f"model's classes ({', '.join(meta.classes)})"
                 )
-            d = run_episode(policy, scanner, frame.image, budget)
+            d = run_episode(policy, scanner, frame.image, budget, max_zoom=max_zoom)
             ids.append(str(frame.part_id))
             labels.append(frame.truth.label)
             decisions.append(d)

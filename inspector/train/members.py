@@ -250,8 +250,8 @@ def evaluate_ensemble(
     cpu0 = cpu_seconds()
     policy = ensemble_policy(ens, calibrated=False)
     op = _ensemble_operating_point(policy, camera, params, cfg)
-    if op.get("ok_bias"):
-        policy = EnsemblePolicy(policy.members, ok_bias=op["ok_bias"])
+    if op.get("ok_bias") or op.get("max_zoom") is not None:
+        policy = EnsemblePolicy(policy.members, ok_bias=op["ok_bias"], max_zoom=op.get("max_zoom"))
     _store_operating_point(ens, policy, op)
     members = list(read_json(ens / "ensemble.json", {}).get("members", []))
     ev_params, ev_source = eval_params(camera, params, cfg)
@@ -276,7 +276,7 @@ def _ensemble_operating_point(
     policy: Any, camera: str, params: Mapping[str, Any], cfg: TrainConfig
 ) -> dict[str, Any]:
     """The ensemble's operating point on the val frames, as report.json's section."""
-    from inspector.train.calibration import choose_operating_point
+    from inspector.train.calibration import choose_operating_point, goal_of
     from inspector.train.select import frames_doc, val_params
 
     val, source = val_params(camera, params, cfg)
@@ -284,19 +284,10 @@ def _ensemble_operating_point(
         why = "operating_point: none" if val is not None else f"no val frames ({source})"
         return {"ok_bias": 0.0, "why": f"not chosen: {why}", "frames": None}
     try:
-        cal = choose_operating_point(
-            policy, camera, val, cfg.select_episodes, cfg.operating_point, cfg.operating_target
-        )
+        cal = choose_operating_point(policy, camera, val, cfg.select_episodes, *goal_of(cfg))
     except InspectorError as exc:  # e.g. val frames of one kind only
         return {"ok_bias": 0.0, "why": f"not chosen: {exc}", "frames": None}
-    return {
-        "ok_bias": cal.ok_bias,
-        "objective": cal.objective,
-        "target": cal.target,
-        "at_bias": cal.at_bias,
-        "at_zero": cal.at_zero,
-        "frames": frames_doc(camera, val, cal.frames, source),
-    }
+    return cal.section(frames_doc(camera, val, cal.frames, source))
 
 
 def _store_operating_point(ens: Path, policy: Any, op: Mapping[str, Any]) -> None:
@@ -320,6 +311,8 @@ def _store_operating_point(ens: Path, policy: Any, op: Mapping[str, Any]) -> Non
         ),
         at_bias=dict(op.get("at_bias") or {}),
         at_zero=dict(op.get("at_zero") or {}),
+        max_zoom=op.get("max_zoom"),
+        depths=list(op.get("depths") or []),
     ).write(ens)
 
 
@@ -362,6 +355,7 @@ def _row(name: str, folder: Path, cost: Mapping[str, Any], to_deployable_s: floa
     for key, _ in COLUMNS:
         row[key] = report.get(key)
     row["ok_bias"] = report.get("ok_bias")
+    row["max_zoom"] = (report.get("operating_point") or {}).get("max_zoom")
     row["cpu_min"] = round(cost.get("cpu_s", 0.0) / 60.0, 2)
     row["cpu_min_to_deployable"] = round(to_deployable_s / 60.0, 2)
     row["attempts"] = cost.get("attempts")
@@ -371,14 +365,15 @@ def _row(name: str, folder: Path, cost: Mapping[str, Any], to_deployable_s: floa
 
 def table_markdown(summary: Mapping[str, Any]) -> str:
     """The report table: one row per member, the ensemble and the student."""
-    heads = ["model", *(h for _, h in COLUMNS), "CPU-min", "CPU-min to deployable"]
+    heads = ["model", *(h for _, h in COLUMNS), "search depth", "CPU-min", "CPU-min to deployable"]
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for r in summary["rows"]:
         cells = [r["name"]]
         for key, _ in COLUMNS:
             v = r.get(key)
             cells.append("-" if v is None else f"{v:.3f}" if key != "mean_steps" else f"{v:.1f}")
-        cells += [f"{r['cpu_min']:.1f}", f"{r['cpu_min_to_deployable']:.1f}"]
+        depth = "full" if r.get("max_zoom") is None else f"zoom {r['max_zoom']}"
+        cells += [depth, f"{r['cpu_min']:.1f}", f"{r['cpu_min_to_deployable']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     asked = summary.get("asked", {})
     lines += [
@@ -386,7 +381,9 @@ def table_markdown(summary: Mapping[str, Any]) -> str:
         f"{asked.get('members')} members of {asked.get('timesteps')} steps (seeds"
         f" {asked.get('seed')}..), student distilled for {asked.get('distill_timesteps')}"
         " steps. Figures: each run's report.json (its own evaluation parts, each model at"
-        " the operating point train chose for it on val, if any). CPU minutes:"
+        " the operating point and search depth train chose for it on val, if any;"
+        " search depth full: every zoom level, zoom N: the agent declares rather than"
+        " look deeper than level N). CPU minutes:"
         " user+system of the processes that trained it, killed attempts and each run's"
         " final evaluation included; the ensemble's own CPU-min is its calibration and"
         " evaluation.",

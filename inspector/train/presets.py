@@ -39,11 +39,13 @@ STOP_WEIGHT = 8.0
 #: What every data preset does at the end of training (with val frames): keep the best
 #: model checked every this many PPO steps, judged at the operating point the run will
 #: choose (a student's distilled ranking is not judged at an ok bias it will never run
-#: at), then choose the balanced operating point.
+#: at), then choose the balanced operating point, and with it the search depth (a
+#: shallower one only where it is strictly better on val).
 ENDING = {
     "select_interval": 16384,
     "select_metric": "operating_point",
     "operating_point": "balanced",
+    "search_depth": "auto",
 }
 
 

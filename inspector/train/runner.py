@@ -372,12 +372,12 @@ def evaluate_run(
 
     :param extra: sections added to the report (kept model, operating point, recipe).
     """
-    from inspector.policy.operating_point import read_ok_bias
+    from inspector.policy.operating_point import read_calibrated
     from inspector.train.evaluate import evaluate, trained_source, write_report
     from inspector.train.torch_policy import TorchPolicy, load_trained, meta_for_model
 
     model, profile, sha = load_trained(out)
-    policy = TorchPolicy(model, meta_for_model(model, profile, sha, read_ok_bias(out, sha)))
+    policy = TorchPolicy(model, meta_for_model(model, profile, sha, **read_calibrated(out, sha)))
     result, kept = evaluate(
         policy,
         camera,

@@ -436,7 +436,7 @@ def end_of_training(
 
     :returns: report.json's ``kept`` and ``operating_point`` sections.
     """
-    from inspector.train.calibration import calibrate_run
+    from inspector.train.calibration import calibrate_run, goal_of
 
     if sel is not None:
         kept = sel.finish(model)
@@ -454,20 +454,11 @@ def end_of_training(
         doc["operating_point"] = {"ok_bias": 0.0, "why": f"not chosen: {why}", "frames": None}
         return doc
     try:
-        cal = calibrate_run(
-            out, camera, val, cfg.select_episodes, cfg.operating_point, cfg.operating_target
-        )
+        cal = calibrate_run(out, camera, val, cfg.select_episodes, *goal_of(cfg))
     except InspectorError as exc:  # e.g. val frames of one kind only: train still ends
         if "has no ok class" not in str(exc):  # classification only: expected, not a warning
             log.warning("no operating point chosen: %s", exc)
         doc["operating_point"] = {"ok_bias": 0.0, "why": f"not chosen: {exc}", "frames": None}
         return doc
-    doc["operating_point"] = {
-        "ok_bias": cal.ok_bias,
-        "objective": cal.objective,
-        "target": cal.target,
-        "at_bias": cal.at_bias,
-        "at_zero": cal.at_zero,
-        "frames": frames_doc(camera, val, cal.frames, val_source),
-    }
+    doc["operating_point"] = cal.section(frames_doc(camera, val, cal.frames, val_source))
     return doc

@@ -73,12 +73,16 @@ class EnsembleGraph(nn.Module):
 
 
 def meta_for_model(
-    model: Any, profile: Any, model_sha256: str = "", ok_bias: float = 0.0
+    model: Any,
+    profile: Any,
+    model_sha256: str = "",
+    ok_bias: float = 0.0,
+    max_zoom: int | None = None,
 ) -> ModelMeta:
     """ModelMeta of a trained model and its profile.
 
-    :param ok_bias: the run's calibrated operating point
-        (:func:`inspector.policy.operating_point.read_ok_bias`).
+    :param ok_bias: the run's calibrated operating point, ``max_zoom`` its search depth
+        (:func:`inspector.policy.operating_point.read_calibrated`).
     """
     from inspector import __version__
     from inspector.scan import action_names, scan_metadata, state_size
@@ -96,6 +100,7 @@ def meta_for_model(
         step_budget=profile.step_budget,
         exporter_version=__version__,
         ok_bias=float(ok_bias),
+        max_zoom=max_zoom,
         classification_only=getattr(profile, "ok_class", "") is None,
     )
 
@@ -160,7 +165,7 @@ def load_any_policy(path: str | Path, *, threads: int | None = None) -> Policy:
     :param threads: ONNX Runtime's intra-op threads (None: :func:`inspector.threads.current`).
     """
     from inspector.policy.load import REFUSED, load_policy
-    from inspector.policy.operating_point import read_ok_bias
+    from inspector.policy.operating_point import read_calibrated
     from inspector.train.distill import ensemble_policy, is_ensemble_dir
 
     p = Path(path)
@@ -169,7 +174,7 @@ def load_any_policy(path: str | Path, *, threads: int | None = None) -> Policy:
     _refuse_members_run(p)
     if p.is_dir() or p.suffix.lower() in REFUSED:
         model, profile, sha = load_trained(p)
-        return TorchPolicy(model, meta_for_model(model, profile, sha, read_ok_bias(p, sha)))
+        return TorchPolicy(model, meta_for_model(model, profile, sha, **read_calibrated(p, sha)))
     return load_policy(p, threads=threads)
 
 

@@ -211,6 +211,21 @@ def test_calibrated_operating_point_travels_from_run_to_onnx(syn_run, tmp_path):
     assert OrtPolicy(onnx_path).meta.ok_bias == pytest.approx(chosen, abs=0.005)
     engine = _cli("calibrate", str(tmp_path / "x.engine"), *cam)
     assert engine.returncode == 2 and "calibrate the ONNX file" in engine.stderr
+    # A search depth chosen with the bias travels the same way, and the agent obeys it.
+    proc = _cli("calibrate", str(run), *cam, "--search-depth", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((run / FILE).read_text())["max_zoom"] == 1
+    assert "zoom level 1 of 0..2 at most" in proc.stdout
+    deep = export_onnx(run, tmp_path / "d.onnx")
+    ort = OrtPolicy(deep)
+    assert ort.meta.max_zoom == 1 and load_any_policy(run).meta.max_zoom == 1
+    img = np.random.default_rng(0).integers(0, 256, (128, 128), dtype=np.uint8)
+    d = run_episode(ort, Scanner.from_metadata(ort.meta), img, 12)
+    assert max(p.zoom for p in d.path) <= 1 and d.native_glimpses == 0
+    from inspector.export.onnx import write_ok_bias
+
+    write_ok_bias(deep, 0.5, None)  # calibrated again to the full depth: the key goes
+    assert OrtPolicy(deep).meta.max_zoom is None and OrtPolicy(deep).meta.ok_bias == 0.5
     # Trained on in place: the stale calibration no longer applies.
     (run / FILE).write_text(json.dumps({**point, "model_sha256": "0" * 64}))
     assert load_any_policy(run).meta.ok_bias == 0.0

@@ -40,7 +40,7 @@ class FakePolicy:
     """Stops at once; the class is the frame's first pixel; can be slowed or broken."""
 
     def __init__(self, delay: float = 0.0, gate: threading.Event | None = None) -> None:
-        self.meta = SimpleNamespace(classes=CLASSES)
+        self.meta = SimpleNamespace(classes=CLASSES, max_zoom=None)  # searches every level
         self.delay, self.gate = delay, gate
 
     def act(self, obs):

@@ -1,0 +1,237 @@
+"""Record a ``train --members`` run's models at every search depth; write the report."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.harness import RESULTS, magnetic_tile_root, parser, report_recorded, save_result
+from benchmarks.harness import table as md_table
+from benchmarks.studies import search_depth as study
+
+STUDY = "search_depth"
+FOLDER = RESULTS / STUDY
+TITLE = "The calibrated search depth (magnetic tiles): a shallower search chosen on val"
+#: The false-alarm ceiling of the quality goal (#26).
+CEILING = 0.05
+
+
+def passes(model: Path, params: dict[str, Any]) -> tuple[Any, dict[str, tuple]]:
+    """The model and one full-depth pass over each split: {split: (labels, decisions)}."""
+    from inspector.train.evaluate import run_parts
+    from inspector.train.torch_policy import load_any_policy
+
+    pol = load_any_policy(model)
+    top = int(pol.meta.scan["zoom_levels"]) - 1
+    out = {}
+    for split in ("val", "test"):
+        labels, decisions, _ = run_parts(
+            pol, "folder", {**params, "split": split}, None, max_zoom=top
+        )
+        idx = {c: i for i, c in enumerate(pol.meta.classes)}
+        out[split] = (np.asarray([idx[c] for c in labels]), decisions)
+    return pol, out
+
+
+def at_depth(decisions: list, d: int) -> tuple[np.ndarray, float, float]:
+    """Probabilities, mean actions and mean native pixel fraction of the episodes cut at
+    depth ``d``: an episode cut there looked at no deeper level than ``d`` (below native:
+    no native pixel); one never cut is the full episode."""
+    from inspector.policy.agent import capped_at
+
+    cut = [capped_at(x, d) for x in decisions]
+    pix = [0.0 if any(lv > d for _, lv, _ in x.deeper) else x.pixel_fraction for x in decisions]
+    return np.stack([c[0] for c in cut]), float(np.mean([c[1] for c in cut])), float(np.mean(pix))
+
+
+def _rates(probs, y, om, bias) -> dict[str, float]:
+    from inspector.policy.operating_point import rates_at
+
+    return rates_at(probs, y, om, bias)
+
+
+def figures(pol: Any, runs: dict[str, tuple]) -> dict[str, Any]:
+    """Per depth: val and test AUROC, the biases chosen on val (balanced, <= 5 % false
+    alarms) and test's rates at them; then what ``--search-depth auto`` chooses on val
+    for each objective and its test figures."""
+    from inspector.errors import InspectorError
+    from inspector.policy.operating_point import choose_bias, defect_auroc
+    from inspector.train.calibration import choose_depth
+
+    om = pol.meta.outcome_matrix
+    top = int(pol.meta.scan["zoom_levels"]) - 1
+    (yv, dv), (yt, dt) = runs["val"], runs["test"]
+    depths = []
+    for d in range(top, -1, -1):
+        pv, av, _ = at_depth(dv, d)
+        pt, at, pix = at_depth(dt, d)
+        row: dict[str, Any] = {
+            "max_zoom": d,
+            "val_auroc": defect_auroc(pv, yv != 0),
+            "test_auroc": defect_auroc(pt, yt != 0),
+            "val_actions": av,
+            "test_actions": at,
+            "test_pixel_fraction": pix,
+        }
+        bias, val = choose_bias(pv, yv, om, "balanced")
+        row["balanced"] = {"bias": bias, "val": val, "test": _rates(pt, yt, om, bias)}
+        try:
+            bias, val = choose_bias(pv, yv, om, "max_false_alarms", CEILING)
+            row["fa05"] = {"bias": bias, "val": val, "test": _rates(pt, yt, om, bias)}
+        except InspectorError as exc:
+            row["fa05"] = {"error": str(exc)}
+        depths.append(row)
+    auto = {}
+    for name, objective, target in (
+        ("balanced", "balanced", None),
+        ("fa05", "max_false_alarms", CEILING),
+    ):
+        chosen, _ = choose_depth(dv, yv, om, list(range(top, -1, -1)), objective, target)
+        auto[name] = chosen["max_zoom"]
+    return {"val_parts": len(yv), "test_parts": len(yt), "depths": depths, "auto": auto}
+
+
+def record(run: Path, label: str, models: list[str], command: str) -> list[dict]:
+    """Save the figures of each of ``models`` (``student``, ``ensemble``, ``members/m0``
+    ...) of the finished ``train --members`` run ``run``."""
+    spec = json.loads((run / "members" / "m0" / "member.json").read_text())
+    params = {k: v for k, v in spec["params"].items() if k != "split"}
+    if not Path(params.get("path", "")).is_dir() and magnetic_tile_root() is not None:
+        params["path"] = str(magnetic_tile_root())
+    saved = []
+    for name in models:
+        t0 = time.time()
+        pol, runs = passes(run / name, params)
+        config = {"label": label, "run": run.name, "model": name}
+        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        result = {"command": command, "recorded": stamp, **figures(pol, runs)}
+        safe = name.replace("/", "_")
+        saved.append(save_result(FOLDER / f"{label}_{safe}.json", STUDY, config, result))
+        print(f"{label} {name}: recorded in {time.time() - t0:.0f} s wall")
+    return saved
+
+
+def _f(v: Any, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def _point(entry: dict) -> str:
+    if "error" in entry:
+        return "not met on val"
+    t = entry["test"]
+    return f"{_f(t['defect_recall'])} / {_f(t['false_alarm_rate'])}"
+
+
+HEADS = ["run", "model", "depth", "actions/part (test)", "native pixel fraction (test)",
+         "val AUROC", "test AUROC", "test balanced (val's balanced point)",
+         "test recall / false alarms (<= 5 % FA on val)",
+         "auto picks (balanced / <= 5 % FA)"]  # fmt: skip
+
+
+def _kind(model: str) -> str:
+    return "member" if model.startswith("members/") else model
+
+
+def _spread(values: list[float | None]) -> str:
+    """``mean (min-max)`` of the values (one value: itself)."""
+    v = [x for x in values if x is not None]
+    if not v:
+        return "-"
+    if len(v) == 1:
+        return f"{v[0]:.3f}"
+    return f"{np.mean(v):.3f} ({min(v):.3f}-{max(v):.3f})"
+
+
+def _test(row: dict, objective: str, key: str) -> float | None:
+    entry = row[objective]
+    return None if "error" in entry else entry["test"][key]
+
+
+def _cells(rows: list[dict]) -> list[str]:
+    """Mean (range) of the test figures of these (model, depth) rows."""
+    return [
+        _spread([r["test_actions"] for r in rows]),
+        _spread([r["test_pixel_fraction"] for r in rows]),
+        _spread([r["test_auroc"] for r in rows]),
+        _spread([_test(r, "balanced", "balanced_accuracy") for r in rows]),
+        _spread([_test(r, "fa05", "defect_recall") for r in rows]),
+        _spread([_test(r, "fa05", "false_alarm_rate") for r in rows]),
+    ]
+
+
+SUMMARY_HEADS = ["model", "search depth", "models", "actions/part", "native pixel fraction",
+                 "AUROC", "balanced acc (val's balanced point)",
+                 "recall (<= 5 % FA on val)", "false alarms there"]  # fmt: skip
+
+
+def summary_rows(results: list[dict]) -> list[list]:
+    """By kind of model: each depth, then what ``auto`` picked per objective."""
+    out = []
+    for kind in ("student", "ensemble", "member"):
+        mine = [d for d in results if _kind(d["benchmark"]["config"]["model"]) == kind]
+        if not mine:
+            continue
+        top = mine[0]["depths"][0]["max_zoom"]
+        for depth in range(top, -1, -1):
+            rows = [r for d in mine for r in d["depths"] if r["max_zoom"] == depth]
+            name = f"{depth} (full)" if depth == top else str(depth)
+            out.append([kind, name, len(rows), *_cells(rows)])
+        for objective, words in (("balanced", "balanced"), ("fa05", "<= 5 % FA")):
+            rows = [next(r for r in d["depths"] if r["max_zoom"] == d["auto"][objective])
+                    for d in mine]  # fmt: skip
+            picks = ", ".join(str(d["auto"][objective]) for d in mine)
+            out.append([kind, f"auto for {words} (picked {picks})", len(rows), *_cells(rows)])
+    return out
+
+
+def report(results: list[dict]) -> str:
+    """The section: by kind of model at each depth and under the auto rule (means over
+    runs), then every model at every depth."""
+    results = sorted(results, key=lambda d: (d["benchmark"]["config"]["label"],
+                                             d["benchmark"]["config"]["model"]))  # fmt: skip
+    labels = sorted({d["benchmark"]["config"]["label"] for d in results})
+    detail = []
+    for d in results:
+        c = d["benchmark"]["config"]
+        top = d["depths"][0]["max_zoom"]
+        for row in d["depths"]:
+            picks = [k for k in ("balanced", "fa05") if d["auto"][k] == row["max_zoom"]]
+            detail.append([
+                c["label"], c["model"],
+                f"{row['max_zoom']}" + (" (full)" if row["max_zoom"] == top else ""),
+                _f(row["test_actions"], 2), _f(row["test_pixel_fraction"]),
+                _f(row["val_auroc"]), _f(row["test_auroc"]),
+                _f(row["balanced"]["test"]["balanced_accuracy"]), _point(row["fa05"]),
+                " / ".join(picks) or "",
+            ])  # fmt: skip
+    return (
+        f"Every model of the `train --members 4` runs {', '.join(labels)} (magnetic tiles;"
+        " members_cost's tiles_m4_150k_s0_sup, _s1, _s2: their commands there) run once at"
+        " full depth on the val (130 tiles) and test (263 tiles) splits and read at every"
+        " search depth: 2 = native (the full search), 1 = the middle zoom level, 0 = the"
+        " overview alone. Every choice (each ok bias, the depth `--search-depth auto`"
+        " picks) is made on val; every figure is on test. Means over the models, range in"
+        " brackets; a `member` row pools the 4 members of each run.\n\n"
+        + md_table(SUMMARY_HEADS, summary_rows(results))
+        + "\nEvery model at every depth (the last column: the objectives for which `auto`"
+        " picked that depth on val):\n\n" + md_table(HEADS, detail)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser(study.__doc__)
+    sub = ap.add_subparsers(dest="verb", required=True)
+    rec = sub.add_parser("record", help="record a finished train --members run's models")
+    rec.add_argument("run", type=Path)
+    rec.add_argument("--label", required=True)
+    rec.add_argument("--models", default="student,ensemble", help="comma-separated")
+    rec.add_argument("--command", default="", help="the command that trained the run")
+    sub.add_parser("report", help="rewrite the section from the saved results")
+    args = ap.parse_args(argv)
+    if args.verb == "record":
+        record(args.run, args.label, args.models.split(","), args.command)
+    return report_recorded(FOLDER, STUDY, TITLE, report, args)

@@ -1,0 +1,178 @@
+"""The search depth: calibrated with the operating point, carried by the model, obeyed by
+the agent loop (the agent declares rather than look deeper than ``max_zoom``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inspector.commands._args import search_depth
+from inspector.errors import InspectorError, ModelError
+from inspector.policy.agent import Decision, capped_at, run_episode
+from inspector.policy.base import ModelMeta, Policy
+from inspector.policy.ensemble import EnsemblePolicy
+from inspector.policy.operating_point import FILE, OperatingPoint, read_calibrated
+from inspector.profile import ScanSettings
+from inspector.scan import ACTIONS, Scanner, action_names, scan_metadata, state_size
+from inspector.train.calibration import choose_depth, depth_candidates
+from inspector.train.config import TrainConfig
+
+R2 = np.array([[1.0, -1.0], [-1.0, 1.0]])
+
+
+def meta_for(settings: ScanSettings, max_zoom: int | None = None) -> ModelMeta:
+    return ModelMeta(
+        classes=("ok", "defect"),
+        actions=action_names(settings),
+        scan=scan_metadata(settings),
+        state_size=state_size(settings),
+        outcome_matrix=R2,
+        step_budget=10,
+        max_zoom=max_zoom,
+    )
+
+
+class Hashy(Policy):
+    """A deterministic policy whose action and verdict follow the pixels it sees."""
+
+    def __init__(self, meta: ModelMeta, salt: int = 0) -> None:
+        super().__init__(meta)
+        self.salt = salt
+
+    def forward(self, obs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        g = np.asarray(obs["glimpse"], dtype=np.float64)
+        s = np.asarray(obs["state"], dtype=np.float64)
+        key = int(g.sum() * 7 + s.sum() * 1000) + self.salt
+        logits = np.zeros((1, len(self.meta.actions)), dtype=np.float32)
+        logits[0, key % len(self.meta.actions)] = 1.0
+        p = (np.sin(key) + 1.0) / 2.0
+        return logits, np.array([[p, 1.0 - p]], dtype=np.float32), np.zeros((1, 1))
+
+
+class AlwaysZoom(Policy):
+    """Zooms in at every step; sure of ``defect`` once it sees native pixels."""
+
+    def forward(self, obs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        logits = np.zeros((1, len(self.meta.actions)), dtype=np.float32)
+        logits[0, ACTIONS.index("zoom_in")] = 1.0
+        native = np.asarray(obs["state"])[0, 4] == 1.0  # zoom level / (levels - 1)
+        p = 0.1 if native else 0.9
+        return logits, np.array([[p, 1 - p]], dtype=np.float32), np.zeros((1, 1))
+
+
+def frame(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (128, 160), dtype=np.uint8)
+
+
+def test_level_after_predicts_the_level_each_action_takes_the_viewport_to():
+    sc = Scanner(ScanSettings(glimpse=32, zoom_levels=3), budget=10)
+    sc.reset(frame(0))
+    zin, zout = ACTIONS.index("zoom_in"), ACTIONS.index("zoom_out")
+    assert [sc.level_after(a) for a in (0, 3, zin, zout, sc.stop)] == [0, 0, 1, 0, 0]
+    for _ in range(3):
+        want = sc.level_after(zin)
+        sc.step(zin)
+        assert sc.level == want
+    assert sc.level_after(zin) == 2 and sc.level_after(zout) == 1
+    tiles = Scanner(ScanSettings(glimpse=32, zoom_levels=3, actions="moves+tiles", tiles=3), 10)
+    tiles.reset(frame(1))
+    assert tiles.level_after(tiles.tile0 + 4) == 2 and tiles.level_after(zin) == 1
+
+
+def test_the_agent_declares_rather_than_look_deeper_than_its_depth():
+    s = ScanSettings(glimpse=32, zoom_levels=3)
+    sc = Scanner(s, budget=10)
+    full = run_episode(AlwaysZoom(meta_for(s)), sc, frame(0), 10)
+    assert not full.capped and full.native_glimpses >= 1 and full.verdict == "defect"
+    cut = run_episode(AlwaysZoom(meta_for(s, max_zoom=1)), sc, frame(0), 10)
+    assert cut.capped and cut.stopped and cut.native_glimpses == 0
+    assert cut.pixel_fraction == 0.0 and max(p.zoom for p in cut.path) == 1
+    assert cut.verdict == "ok" and cut.steps == 2  # zoom to 1, then the cut zoom is a stop
+    # An explicit depth overrides the model's; the full depth searches every level.
+    again = run_episode(AlwaysZoom(meta_for(s, max_zoom=1)), sc, frame(0), 10, max_zoom=2)
+    assert not again.capped and again.native_glimpses == full.native_glimpses
+    overview = run_episode(AlwaysZoom(meta_for(s)), sc, frame(0), 10, max_zoom=0)
+    assert overview.steps == 1 and [p.zoom for p in overview.path] == [0]
+
+
+@pytest.mark.parametrize("kind", ["moves", "moves+tiles"])
+def test_one_full_pass_gives_every_depth_exactly(kind: str):
+    s = ScanSettings(glimpse=16, zoom_levels=3, actions=kind, tiles=3)
+    sc = Scanner(s, budget=12)
+    for seed in range(12):
+        pol = Hashy(meta_for(s), salt=seed)
+        full = run_episode(pol, sc, frame(seed), 12, max_zoom=2)
+        for d in range(3):
+            run = run_episode(pol, sc, frame(seed), 12, max_zoom=d)
+            probs, steps = capped_at(full, d)
+            assert np.array_equal(probs, run.probabilities) and steps == run.steps
+
+
+def dec(probs_full: float, early: float | None) -> Decision:
+    """A full-depth decision of p(ok) ``probs_full``; with ``early`` it first asked for
+    native pixels (level 2) at step 1 while p(ok) was ``early``."""
+    deeper = [(0, 1, np.array([0.5, 0.5]))]
+    if early is not None:
+        deeper.append((1, 2, np.array([early, 1 - early])))
+    return Decision("ok", np.array([probs_full, 1 - probs_full]), 5, [], deeper=deeper)
+
+
+def test_a_shallower_depth_is_chosen_only_when_strictly_better():
+    y = np.array([0, 0, 1, 1])
+    # Native glimpses spoil a defect the level-1 view had right (no ok bias mends it at
+    # full depth: it scores above a good part): depth 1 is better.
+    spoiled = [dec(0.9, 0.9), dec(0.6, 0.6), dec(0.2, 0.2), dec(0.7, 0.3)]
+    best, table = choose_depth(spoiled, y, R2, [2, 1, 0], "balanced", None)
+    assert best["max_zoom"] == 1 and best["at_bias"]["balanced_accuracy"] == 1.0
+    assert [e["max_zoom"] for e in table] == [2, 1, 0]
+    assert table[1]["mean_actions"] == 2.0 and table[0]["mean_actions"] == 5.0
+    # The same verdicts at every depth: the search stays as trained.
+    same = [dec(0.9, 0.9), dec(0.8, 0.8), dec(0.2, 0.2), dec(0.3, 0.3)]
+    assert choose_depth(same, y, R2, [2, 1, 0], "balanced", None)[0]["max_zoom"] == 2
+    # An objective no depth meets is the deepest's error.
+    with pytest.raises(InspectorError, match="no good parts"):
+        choose_depth(same[2:], y[2:], R2, [2, 1], "max_false_alarms", 0.05)
+
+
+def test_depth_requests_are_checked():
+    assert depth_candidates("auto", 3) == [2, 1, 0]
+    assert depth_candidates("full", 3) == [2] and depth_candidates(1, 3) == [1]
+    for bad in (3, -1, "deep", True):
+        with pytest.raises(InspectorError, match="search depth"):
+            depth_candidates(bad, 3)
+    assert search_depth("auto") == "auto" and search_depth("2") == 2
+    for bad in ("-1", "native", "1.5"):
+        with pytest.raises(argparse.ArgumentTypeError, match="zoom level"):
+            search_depth(bad)
+    assert TrainConfig().search_depth == "full"
+    TrainConfig(search_depth=1).validate()
+    with pytest.raises(ValueError, match="search_depth"):
+        TrainConfig(search_depth="deep").validate()
+
+
+def test_the_depth_travels_in_metadata_and_operating_point(tmp_path: Path):
+    s = ScanSettings(glimpse=32, zoom_levels=3)
+    meta = meta_for(s, max_zoom=1)
+    props = meta.to_props()
+    assert ModelMeta.from_props(props).max_zoom == 1
+    assert "inspector.max_zoom" not in meta_for(s).to_props()  # as before: no new key
+    assert ModelMeta.from_props(meta_for(s).to_props()).max_zoom is None
+    for bad in (3, -1, True, "1"):
+        broken = {**props, "inspector.max_zoom": json.dumps(bad)}
+        with pytest.raises(ModelError, match="max_zoom"):
+            ModelMeta.from_props(broken)
+    assert read_calibrated(tmp_path, "abc") == {"ok_bias": 0.0, "max_zoom": None}
+    OperatingPoint(0.5, "balanced", None, "abc", 10, "x", max_zoom=1).write(tmp_path)
+    assert read_calibrated(tmp_path, "abc") == {"ok_bias": 0.5, "max_zoom": 1}
+    assert read_calibrated(tmp_path, "def")["max_zoom"] is None  # another model's
+    doc = json.loads((tmp_path / FILE).read_text())
+    (tmp_path / FILE).write_text(json.dumps({**doc, "max_zoom": "deep"}))
+    with pytest.raises(ModelError, match="max_zoom"):
+        read_calibrated(tmp_path, "abc")
+    ens = EnsemblePolicy([Hashy(meta_for(s)), Hashy(meta_for(s))], ok_bias=0.2, max_zoom=0)
+    assert ens.meta.max_zoom == 0 and ens.meta.ok_bias == 0.2
