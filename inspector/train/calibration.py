@@ -184,6 +184,29 @@ def choose_depth(
     return best, table
 
 
+def pooled_depth(
+    tables: list[list[dict[str, Any]]], objective: str
+) -> tuple[str | int, dict[str, list[float]]]:
+    """The depth whose objective figure, averaged over several models' depth tables
+    (:attr:`Calibration.depths`), is best; ties and a depth some model could not
+    calibrate at go to the deeper. ``full`` for the deepest.
+
+    :returns: (the depth, each depth's mean score as [figure, tie-break]).
+    """
+    levels = sorted({int(e["max_zoom"]) for t in tables for e in t}, reverse=True)
+    scores: dict[str, list[float]] = {}
+    best, best_score = levels[0], None
+    for d in levels:
+        rows = [next((e for e in t if e["max_zoom"] == d), {"error": "absent"}) for t in tables]
+        if any("error" in e for e in rows):
+            continue
+        mean = tuple(float(np.mean(x)) for x in zip(*(_score(e, objective) for e in rows)))
+        scores[str(d)] = [round(x, 4) for x in mean]
+        if best_score is None or mean > best_score:
+            best, best_score = d, mean
+    return ("full" if best == levels[0] else best), scores
+
+
 def _score(entry: dict[str, Any], objective: str) -> tuple[float, float]:
     """What ``objective`` maximises at an entry (nan counts as worst)."""
 

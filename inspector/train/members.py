@@ -182,20 +182,55 @@ def train_members(
     from inspector.train.distill import write_ensemble
 
     ens = write_ensemble(out / "ensemble", [s.out for s in specs])
+    depth = members_depth([Path(s.out) for s in specs], cfg)
+    cfg = cfg.replace(search_depth=depth["search_depth"])
+    asked_depth = {"asked": asked, "search_depth": depth}
     if not (ens / "report.json").is_file():
-        write_json(out / SUMMARY_FILE, {"asked": asked, "status": "ensemble"})
+        write_json(out / SUMMARY_FILE, {**asked_depth, "status": "ensemble"})
         evaluate_ensemble(ens, camera, camera_params, cfg)
-    write_json(out / SUMMARY_FILE, {"asked": asked, "status": "student"})
+    write_json(out / SUMMARY_FILE, {**asked_depth, "status": "student"})
     lead, teacher = student_teacher(out, [Path(s.out) for s in specs], cfg)
     student = student_spec(profile_path, camera, camera_params, steps, out, cfg, k, lead, teacher)
     spath = Path(student.out) / SPEC_FILE
     run_specs(
         [spath if spath.is_file() else student.write()], cfg, ray_address=ray_address, parallel=1
     )
-    summary = {"asked": asked, "status": "done", **summarise(out, [s.name for s in specs])}
+    summary = {**asked_depth, "status": "done", **summarise(out, [s.name for s in specs])}
     write_json(out / SUMMARY_FILE, summary)
     (out / TABLE_FILE).write_text(table_markdown(summary))
     return MembersResult(out, Path(student.out), ens, summary)
+
+
+def members_depth(members: Sequence[Path], cfg: TrainConfig) -> dict[str, Any]:
+    """The search depth of the ensemble and the student: with ``search_depth: auto``,
+    the depth whose objective figure, averaged over the members' own calibrations on val
+    (each member's report.json ``operating_point.depths``), is best (ties: the deeper).
+
+    The members are independent readings of the same recipe on the same frames, so their
+    pooled evidence on whether deeper glimpses help is steadier than one model's; the
+    ensemble and the student are built from them. Without members' depths (no val
+    frames, another setting) the ensemble and the student choose on their own as asked.
+
+    :returns: ``search_depth`` (what the ensemble's and student's calibration use) and
+        ``why``, in words, with ``scores`` per depth when pooled.
+    """
+    from inspector.train.calibration import pooled_depth
+
+    if cfg.search_depth != "auto":
+        return {"search_depth": cfg.search_depth, "why": f"search_depth: {cfg.search_depth}"}
+    tables = [
+        (read_json(m / "report.json", {}).get("operating_point") or {}).get("depths") or []
+        for m in members
+    ]
+    tables = [t for t in tables if t]
+    if not tables:
+        return {"search_depth": "auto", "why": "the members chose no depth: each model its own"}
+    depth, scores = pooled_depth(tables, cfg.operating_point)
+    return {
+        "search_depth": depth,
+        "why": f"pooled over {len(tables)} members' val calibrations",
+        "scores": scores,
+    }
 
 
 def student_teacher(out: Path, members: Sequence[Path], cfg: TrainConfig) -> tuple[str, str]:
@@ -376,6 +411,13 @@ def table_markdown(summary: Mapping[str, Any]) -> str:
         cells += [depth, f"{r['cpu_min']:.1f}", f"{r['cpu_min_to_deployable']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     asked = summary.get("asked", {})
+    depth = summary.get("search_depth") or {}
+    if depth:
+        d = depth.get("search_depth")
+        words = "every zoom level" if d == "full" else f"zoom level {d} at most"
+        words = words if isinstance(d, int) or d == "full" else f"each model its own ({d})"
+        why = depth.get("why")
+        lines += ["", f"Search depth of the ensemble and the student: {words} ({why})."]
     lines += [
         "",
         f"{asked.get('members')} members of {asked.get('timesteps')} steps (seeds"

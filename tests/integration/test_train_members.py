@@ -116,6 +116,14 @@ def test_members_ensemble_and_student_side_by_side(members_run):
     assert cfg["teacher"] == str(teacher.resolve()) and cfg["w_kd"] == 1.0
     assert cfg["supervised_distill_steps"] == DISTILL_STEPS  # distill: supervised
     assert latest_step(student) == DISTILL_STEPS
+    # The ensemble's and the student's search depth: the members' pooled val evidence.
+    depth = read_json(out / "members.json")["search_depth"]
+    assert depth["why"] == "pooled over 2 members' val calibrations"
+    assert cfg["search_depth"] == depth["search_depth"] in ("full", 0, 1)
+    assert set(depth["scores"]) <= {"0", "1", "2"} and "2" in depth["scores"]
+    want = None if depth["search_depth"] == "full" else depth["search_depth"]
+    assert op["max_zoom"] == want
+    assert "Search depth of the ensemble" in (out / "report.md").read_text()
     rows = {r["name"]: r for r in read_json(out / "members.json")["rows"]}
     assert list(rows) == ["m0", "m1", "ensemble", "student"]
     members_min = rows["m0"]["cpu_min"] + rows["m1"]["cpu_min"]

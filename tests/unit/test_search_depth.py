@@ -176,3 +176,24 @@ def test_the_depth_travels_in_metadata_and_operating_point(tmp_path: Path):
         read_calibrated(tmp_path, "abc")
     ens = EnsemblePolicy([Hashy(meta_for(s)), Hashy(meta_for(s))], ok_bias=0.2, max_zoom=0)
     assert ens.meta.max_zoom == 0 and ens.meta.ok_bias == 0.2
+
+
+def _entry(d: int, balanced: float, error: bool = False) -> dict:
+    if error:
+        return {"max_zoom": d, "mean_actions": 1.0, "error": "not met"}
+    at = {"balanced_accuracy": balanced, "defect_recall": balanced, "false_alarm_rate": 0.1}
+    return {"max_zoom": d, "mean_actions": 1.0, "ok_bias": 0.0, "at_bias": at}
+
+
+def test_pooled_depth_averages_the_members_and_prefers_the_deeper():
+    from inspector.train.calibration import pooled_depth
+
+    a = [_entry(2, 0.70), _entry(1, 0.80), _entry(0, 0.90)]
+    b = [_entry(2, 0.80), _entry(1, 0.78), _entry(0, 0.50)]
+    depth, scores = pooled_depth([a, b], "balanced")
+    assert depth == 1 and scores["1"][0] == pytest.approx(0.79)  # 0: 0.70, 2: 0.75
+    same = [_entry(2, 0.8), _entry(1, 0.8)]
+    assert pooled_depth([same, same], "balanced")[0] == "full"
+    # A depth one member could not calibrate at is out.
+    c = [_entry(2, 0.7), _entry(1, 0.9, error=True)]
+    assert pooled_depth([a, c], "balanced")[0] == "full"

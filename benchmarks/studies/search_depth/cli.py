@@ -185,7 +185,41 @@ def summary_rows(results: list[dict]) -> list[list]:
                     for d in mine]  # fmt: skip
             picks = ", ".join(str(d["auto"][objective]) for d in mine)
             out.append([kind, f"auto for {words} (picked {picks})", len(rows), *_cells(rows)])
+            if kind == "member":
+                continue
+            depths = [members_pick(results, d["benchmark"]["config"]["label"], objective)
+                      for d in mine]  # fmt: skip
+            rows = [
+                next(r for r in d["depths"] if r["max_zoom"] == p) for d, p in zip(mine, depths)
+            ]
+            picks = ", ".join(str(p) for p in depths)
+            out.append([kind, f"members' pooled pick for {words} (picked {picks})", len(rows),
+                        *_cells(rows)])  # fmt: skip
     return out
+
+
+def members_pick(results: list[dict], label: str, objective: str) -> int:
+    """The depth ``train --members`` gives the ensemble and the student of run ``label``:
+    its members' val figures pooled (:func:`inspector.train.calibration.pooled_depth`)."""
+    from inspector.train.calibration import pooled_depth
+
+    tables = []
+    for d in results:
+        c = d["benchmark"]["config"]
+        if c["label"] != label or _kind(c["model"]) != "member":
+            continue
+        table = []
+        for row in d["depths"]:
+            entry = row[objective]
+            base = {"max_zoom": row["max_zoom"], "mean_actions": row["val_actions"]}
+            if "error" in entry:
+                table.append(base | {"error": entry["error"]})
+            else:
+                table.append(base | {"ok_bias": entry["bias"], "at_bias": entry["val"]})
+        tables.append(table)
+    goal = "max_false_alarms" if objective == "fa05" else "balanced"
+    depth, _ = pooled_depth(tables, goal)
+    return max(r["max_zoom"] for t in tables for r in t) if depth == "full" else int(depth)
 
 
 def report(results: list[dict]) -> str:
