@@ -120,6 +120,10 @@ class InspectionEnv(gym.Env):
         default teacher of the profile's action table (:func:`inspector.teacher.teacher_for`);
         pass one to configure it.
     :param render_mode: ``rgb_array`` draws the frame with the viewport.
+    :param max_zoom: the search depth of the rollouts: an action that would look at a
+        deeper zoom level is taken as ``stop`` (the verdict then declared), as the agent
+        loop does for a model calibrated to that depth
+        (:func:`inspector.policy.agent.run_episode`). None: every level.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
@@ -133,6 +137,7 @@ class InspectionEnv(gym.Env):
         require_truth: bool = True,
         teacher: bool | Any = False,
         render_mode: str | None = None,
+        max_zoom: int | None = None,
     ) -> None:
         super().__init__()
         self.profile = resolve_profile(profile)
@@ -153,6 +158,7 @@ class InspectionEnv(gym.Env):
         self.outcome_weight = p.rrm.outcome_weight
         self.process_weight = p.rrm.process_weight
         self.scanner = Scanner(p.scan, p.step_budget)
+        self.max_zoom = max_zoom
         self.observation_space, self.action_space = env_spaces(p)
         self.frame: Frame | None = None
         self._episode: EpisodeContext | None = None
@@ -269,6 +275,8 @@ class InspectionEnv(gym.Env):
         act = np.asarray(action).reshape(-1)
         a = int(act[0])
         v = int(act[1]) if act.size > 1 else 0
+        if self.max_zoom is not None and self.scanner.level_after(a) > self.max_zoom:
+            a = self.scanner.stop
         obs, moved, revisit = self.scanner.step(a)
         terminated = a == self.scanner.stop
         truncated = (not terminated) and self.scanner.steps >= self.profile.step_budget

@@ -21,13 +21,15 @@ def cosine_schedule(lr: float, floor: float):
     return schedule
 
 
-def _make_env(profile_path: str, camera: str, params: dict, seed: int, teacher: bool):
+def _make_env(
+    profile_path: str, camera: str, params: dict, seed: int, teacher: bool, max_zoom: int | None
+):
     def thunk():
         from stable_baselines3.common.monitor import Monitor
 
         from inspector.env import InspectionEnv
 
-        env = InspectionEnv(profile_path, camera, params, teacher=teacher)
+        env = InspectionEnv(profile_path, camera, params, teacher=teacher, max_zoom=max_zoom)
         env.reset(seed=seed)
         return Monitor(env, info_keywords=("correct", "steps"))
 
@@ -41,7 +43,9 @@ def make_vec_env(
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     fns = [
-        _make_env(profile_path, camera, dict(params), cfg.seed * 1000 + i, teacher)
+        _make_env(
+            profile_path, camera, dict(params), cfg.seed * 1000 + i, teacher, cfg.rollout_max_zoom
+        )
         for i in range(cfg.n_envs)
     ]
     if cfg.vec_env == "subproc" and cfg.n_envs > 1:

@@ -127,6 +127,9 @@ class TrainConfig:
         objective strictly better on the val frames; the agent then stops rather than
         look deeper, :func:`inspector.train.calibration.choose_operating_point`) or a
         zoom level.
+    :param rollout_max_zoom: the search depth of training's rollouts and val checks (None:
+        every level, the default): an action that would look deeper ends the part, as it
+        does for a model calibrated to that depth (``InspectionEnv(max_zoom=...)``).
     :param distill_timesteps: with ``train --members K``, the student's environment steps
         of distillation from the members' ensemble; 0 = half a member's timesteps.
     :param distill_w_kd: with ``train --members K``, the student's weight of the KL term
@@ -206,6 +209,7 @@ class TrainConfig:
     operating_point: str = "none"
     operating_target: float | None = None
     search_depth: str | int = "full"
+    rollout_max_zoom: int | None = None
     distill_timesteps: int = 0
     distill_w_kd: float = 1.0
     distill: str = "supervised"
@@ -266,6 +270,9 @@ class TrainConfig:
             isinstance(depth, bool) or not isinstance(depth, int) or depth < 0
         ):
             raise ValueError(f"search_depth must be auto, full or a zoom level, got {depth!r}")
+        z = self.rollout_max_zoom
+        if z is not None and (isinstance(z, bool) or not isinstance(z, int) or z < 0):
+            raise ValueError(f"rollout_max_zoom must be a zoom level (0, 1, ...), got {z!r}")
         if self.w_rl + self.w_sl + self.w_kd <= 0:
             raise ValueError("w_rl + w_sl + w_kd must be positive")
         self._validate_distillation()

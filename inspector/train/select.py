@@ -261,7 +261,11 @@ class BestOnVal:
         try:
             policy = TorchPolicy(model, meta_for_model(model, self.profile))
             labels, decisions, _ = run_parts(
-                policy, self.camera, self.params, self.cfg.select_episodes
+                policy,
+                self.camera,
+                self.params,
+                self.cfg.select_episodes,
+                max_zoom=self.cfg.rollout_max_zoom,
             )
         finally:
             model.policy.set_training_mode(training)

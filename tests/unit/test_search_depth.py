@@ -197,3 +197,19 @@ def test_pooled_depth_averages_the_members_and_prefers_the_deeper():
     # A depth one member could not calibrate at is out.
     c = [_entry(2, 0.7), _entry(1, 0.9, error=True)]
     assert pooled_depth([a, c], "balanced")[0] == "full"
+
+
+def test_training_rollouts_stop_rather_than_look_deeper():
+    from inspector.env import InspectionEnv
+
+    prof = str(Path(__file__).resolve().parents[2] / "reward_profiles" / "lcd_panel.yaml")
+    env = InspectionEnv(prof, "synthetic", {"size": 128}, max_zoom=1)
+    env.reset(seed=0)
+    zin = ACTIONS.index("zoom_in")
+    _, _, done, _, _ = env.step([zin, 0])
+    assert not done and env.scanner.level == 1
+    _, _, done, truncated, info = env.step([zin, 1])  # native: taken as stop, verdict 1
+    assert done and not truncated and env.scanner.level == 1 and info["verdict"] == 1
+    assert TrainConfig(rollout_max_zoom=1).rollout_max_zoom == 1
+    with pytest.raises(ValueError, match="rollout_max_zoom"):
+        TrainConfig(rollout_max_zoom=-1).validate()
