@@ -41,6 +41,8 @@ def test_figures_choose_on_val_and_judge_on_test():
     assert by[1]["test_pixel_fraction"] == 0.0 and by[1]["test_actions"] == 2.0
     assert by[2]["test_pixel_fraction"] == pytest.approx(0.1) and by[2]["test_actions"] == 6.0
     assert by[2]["test_auroc"] < 1.0
+    # Every episode zooms straight in and asks for native pixels next: the fixed look.
+    assert by[1]["test_fixed_look"] == 1.0 and by[2]["test_fixed_look"] is None
     assert fig["auto"] == {"balanced": 1, "fa05": 1}
     result = {"benchmark": {"config": {"label": "s0", "model": "student"}}, **fig}
     member = {"benchmark": {"config": {"label": "s0", "model": "members/m0"}}, **fig}

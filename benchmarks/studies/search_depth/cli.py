@@ -48,6 +48,19 @@ def at_depth(decisions: list, d: int) -> tuple[np.ndarray, float, float]:
     return np.stack([c[0] for c in cut]), float(np.mean([c[1] for c in cut])), float(np.mean(pix))
 
 
+def fixed_look(decisions: list, d: int) -> float:
+    """Share of the episodes that, at depth ``d``, zoom straight in from the overview to
+    level ``d`` (a zoom keeps the centre) and are cut there: the look a fixed scan of the
+    overview and the frame's centre at each level down to ``d`` would take."""
+
+    def straight(x) -> bool:
+        e = x.deeper
+        down = len(e) > d and all(e[i][:2] == (i, i + 1) for i in range(d + 1))
+        return down and e[d][0] == d  # the action at step d asks for level d + 1: cut
+
+    return float(np.mean([straight(x) for x in decisions]))
+
+
 def _rates(probs, y, om, bias) -> dict[str, float]:
     from inspector.policy.operating_point import rates_at
 
@@ -76,6 +89,7 @@ def figures(pol: Any, runs: dict[str, tuple]) -> dict[str, Any]:
             "val_actions": av,
             "test_actions": at,
             "test_pixel_fraction": pix,
+            "test_fixed_look": fixed_look(dt, d) if d < top else None,
         }
         bias, val = choose_bias(pv, yv, om, "balanced")
         row["balanced"] = {"bias": bias, "val": val, "test": _rates(pt, yt, om, bias)}
@@ -156,6 +170,7 @@ def _cells(rows: list[dict]) -> list[str]:
     return [
         _spread([r["test_actions"] for r in rows]),
         _spread([r["test_pixel_fraction"] for r in rows]),
+        _spread([r.get("test_fixed_look") for r in rows]),
         _spread([r["test_auroc"] for r in rows]),
         _spread([_test(r, "balanced", "balanced_accuracy") for r in rows]),
         _spread([_test(r, "fa05", "defect_recall") for r in rows]),
@@ -164,6 +179,7 @@ def _cells(rows: list[dict]) -> list[str]:
 
 
 SUMMARY_HEADS = ["model", "search depth", "models", "actions/part", "native pixel fraction",
+                 "parts with the fixed look (overview, centre zoomed to the depth)",
                  "AUROC", "balanced acc (val's balanced point)",
                  "recall (<= 5 % FA on val)", "false alarms there"]  # fmt: skip
 
