@@ -208,7 +208,7 @@ class TrainConfig:
     select_metric: str = "balanced_accuracy"
     operating_point: str = "none"
     operating_target: float | None = None
-    search_depth: str | int = "full"
+    search_depth: int | str = "full"
     rollout_max_zoom: int | None = None
     distill_timesteps: int = 0
     distill_w_kd: float = 1.0

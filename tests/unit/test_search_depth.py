@@ -213,3 +213,11 @@ def test_training_rollouts_stop_rather_than_look_deeper():
     assert TrainConfig(rollout_max_zoom=1).rollout_max_zoom == 1
     with pytest.raises(ValueError, match="rollout_max_zoom"):
         TrainConfig(rollout_max_zoom=-1).validate()
+
+
+@pytest.mark.parametrize("value", [1, 0, "auto", "full"])
+def test_a_run_config_keeps_its_search_depth(tmp_path: Path, value):
+    path = tmp_path / "config.yaml"
+    path.write_text(f"search_depth: {value}\nrollout_max_zoom: 1\n")
+    cfg = TrainConfig.load(path)
+    assert cfg.search_depth == value and cfg.rollout_max_zoom == 1
