@@ -359,9 +359,15 @@ def section(recs: dict[str, dict], notes: list[str]) -> str:
     t = first["test"]
     n_def = int((t["labels"] != 0).sum())
     stamps = sorted(r["measured"] for r in recs.values())
+    runs = sorted({str(r.get("config", {}).get("run", "tiles_m4_s0")) for r in recs.values()})
+    seeds = ", ".join(r.rsplit("_s", 1)[-1] for r in runs)
     parts = [
-        "Models: " + ", ".join(recs) + " of `runs/members_cost/tiles_m4_s0` (section 1b's"
-        " run: `train --preset footage --members 4 --seed 0`; read, not retrained)."
+        "Models: "
+        + ", ".join(recs)
+        + " of "
+        + " and ".join(f"`runs/members_cost/{r}`" for r in runs)
+        + (" (section 1b's run: " if runs == ["tiles_m4_s0"] else " (")
+        + f"`train --preset footage --members 4 --seed {seeds}`; read, not retrained)."
         f" Recorded {stamps[0]} to {stamps[-1]}, one process, one torch thread. One pass per"
         " model over the val (130) and test (263) frames records the verdict head's class"
         " probabilities after the overview, along the agent's own episode (with each"

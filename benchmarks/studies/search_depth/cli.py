@@ -187,7 +187,9 @@ SUMMARY_HEADS = ["model", "search depth", "models", "actions/part", "native pixe
 def summary_rows(results: list[dict]) -> list[list]:
     """By kind of model: each depth, then what ``auto`` picked per objective."""
     out = []
-    for kind in ("student", "ensemble", "member"):
+    known = ("student", "ensemble", "member")
+    others = sorted({_kind(d["benchmark"]["config"]["model"]) for d in results} - set(known))
+    for kind in (*known, *others):
         mine = [d for d in results if _kind(d["benchmark"]["config"]["model"]) == kind]
         if not mine:
             continue
@@ -238,6 +240,18 @@ def members_pick(results: list[dict], label: str, objective: str) -> int:
     return max(r["max_zoom"] for t in tables for r in t) if depth == "full" else int(depth)
 
 
+def notes(results: list[dict]) -> str:
+    """One line per model that is not a run's own student, ensemble or member: what it is
+    (the command it was recorded with)."""
+    seen: dict[str, str] = {}
+    for d in results:
+        kind = _kind(d["benchmark"]["config"]["model"])
+        if kind not in ("student", "ensemble", "member"):
+            seen.setdefault(kind, d.get("command", ""))
+    lines = [f"- `{k}`: {v}" for k, v in sorted(seen.items())]
+    return ("\n" + "\n".join(lines) + "\n") if lines else ""
+
+
 def report(results: list[dict]) -> str:
     """The section: by kind of model at each depth and under the auto rule (means over
     runs), then every model at every depth."""
@@ -267,6 +281,7 @@ def report(results: list[dict]) -> str:
         " picks) is made on val; every figure is on test. Means over the models, range in"
         " brackets; a `member` row pools the 4 members of each run.\n\n"
         + md_table(SUMMARY_HEADS, summary_rows(results))
+        + notes(results)
         + "\nEvery model at every depth (the last column: the objectives for which `auto`"
         " picked that depth on val):\n\n" + md_table(HEADS, detail)
     )
