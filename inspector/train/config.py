@@ -129,7 +129,9 @@ class TrainConfig:
         zoom level.
     :param rollout_max_zoom: the search depth of training's rollouts and val checks (None:
         every level, the default): an action that would look deeper ends the part, as it
-        does for a model calibrated to that depth (``InspectionEnv(max_zoom=...)``).
+        does for a model calibrated to that depth (``InspectionEnv(max_zoom=...)``). The
+        val checks also judge at a zoom-level ``search_depth`` (the depth the model will
+        run at; :func:`inspector.train.select.check_depth`).
     :param distill_timesteps: with ``train --members K``, the student's environment steps
         of distillation from the members' ensemble; 0 = half a member's timesteps.
     :param distill_w_kd: with ``train --members K``, the student's weight of the KL term

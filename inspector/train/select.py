@@ -265,7 +265,7 @@ class BestOnVal:
                 self.camera,
                 self.params,
                 self.cfg.select_episodes,
-                max_zoom=self.cfg.rollout_max_zoom,
+                max_zoom=check_depth(self.cfg),
             )
         finally:
             model.policy.set_training_mode(training)
@@ -389,6 +389,17 @@ class BestOnVal:
         self.state["kept"] = kept
         self._save()
         return kept
+
+
+def check_depth(cfg: TrainConfig) -> int | None:
+    """The search depth the val checks judge a model at: the rollouts' depth, else a
+    fixed ``search_depth`` (the depth the model will run at, e.g. the one ``train
+    --members`` gives its student), else every level (``auto`` and ``full``: the depth
+    is chosen after training, or there is none)."""
+    if cfg.rollout_max_zoom is not None:
+        return cfg.rollout_max_zoom
+    depth = cfg.search_depth
+    return depth if isinstance(depth, int) and not isinstance(depth, bool) else None
 
 
 def frames_doc(camera: str, params: Mapping[str, Any], count: int, source: str = "") -> dict:

@@ -221,3 +221,12 @@ def test_a_run_config_keeps_its_search_depth(tmp_path: Path, value):
     path.write_text(f"search_depth: {value}\nrollout_max_zoom: 1\n")
     cfg = TrainConfig.load(path)
     assert cfg.search_depth == value and cfg.rollout_max_zoom == 1
+
+
+def test_val_checks_judge_at_the_depth_the_model_will_run_at():
+    from inspector.train.select import check_depth
+
+    assert check_depth(TrainConfig()) is None  # full
+    assert check_depth(TrainConfig(search_depth="auto")) is None  # chosen after training
+    assert check_depth(TrainConfig(search_depth=1)) == 1  # train --members' student
+    assert check_depth(TrainConfig(search_depth="auto", rollout_max_zoom=0)) == 0
