@@ -61,7 +61,9 @@ class TrainConfig:
         glimpse CNN's compute (see ``inspector.train.network.GlimpseCNN``).
     :param features_dim: size of the features the CNN extractor produces.
     :param net_arch: hidden layers of the policy and value heads.
-    :param final_eval_episodes: parts of the evaluation written to report.json after training.
+    :param final_eval_episodes: parts of the closing evaluation written to report.json:
+        None (the default) every held-out frame once (100 parts of an endless source such
+        as the synthetic camera), 0 none, N at most N.
     :param bc_samples: environment steps of the scripted teacher to behaviour-clone before PPO
         (only with ``teacher: scripted``; 0 = off). They count as training steps.
     :param bc_epochs: behaviour-cloning epochs over those samples.
@@ -190,7 +192,7 @@ class TrainConfig:
     cnn_fine: bool = False
     features_dim: int = 128
     net_arch: list[int] = field(default_factory=lambda: [64])
-    final_eval_episodes: int = 100
+    final_eval_episodes: int | None = None
     bc_samples: int = 4096
     bc_epochs: int = 8
     bc_lr: float = 1e-3
@@ -235,6 +237,9 @@ class TrainConfig:
         for name in ("w_rl", "w_sl", "w_kd", "learning_rate", "lr_floor", "distill_w_kd"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
+        n = self.final_eval_episodes
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise ValueError(f"final_eval_episodes must be a count >= 0 or null (all), got {n!r}")
         for name in ("bc_samples", "perception_samples", "critic_warmup", "distill_timesteps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")

@@ -296,7 +296,8 @@ def evaluate_ensemble(
                   "evaluation": no_eval_doc(ev_source)}  # fmt: skip
         write_json(ens / "report.json", result)
     else:
-        result, kept = evaluate(policy, camera, ev_params, max(1, cfg.final_eval_episodes), keep=6)
+        n = cfg.final_eval_episodes
+        result, kept = evaluate(policy, camera, ev_params, None if n is None else max(1, n), keep=6)
         result["ensemble"] = members
         result["scan"] = dict(policy.meta.scan)
         result["ok_bias"] = float(op.get("ok_bias", 0.0))

@@ -328,7 +328,7 @@ def train_run(
     finally:
         env.close()
     report = None
-    if evaluate_after and cfg.final_eval_episodes > 0:
+    if evaluate_after and cfg.final_eval_episodes != 0:
         extra = {**ending, **({"recipe": dict(recipe)} if recipe else {})}
         with clock.phase("evaluation"):
             report = closing_evaluation(out, camera, camera_params, cfg, extra)

@@ -39,6 +39,19 @@ def test_a_finite_source_is_judged_whole_once_by_default_an_endless_one_in_a_blo
     assert build_parser().parse_args(["calibrate", "run", "--camera", "folder"]).episodes is None
 
 
+def test_training_closes_on_every_held_out_frame_unless_told_otherwise():
+    import pytest
+
+    from inspector.train.config import TrainConfig
+
+    assert TrainConfig().final_eval_episodes is None  # evaluate()'s "all of them, once"
+    for ok in (None, 0, 263):
+        TrainConfig().replace(final_eval_episodes=ok)
+    for bad in (-1, 2.5, True, "all"):
+        with pytest.raises(ValueError, match="final_eval_episodes"):
+            TrainConfig().replace(final_eval_episodes=bad)
+
+
 def test_training_frames_are_never_called_held_out():
     train = ("folder", {"path": "/d", "split": "train"})
     doc = judged_frames("folder", {"path": "/d", "split": "train"}, 100, 1000, train)
