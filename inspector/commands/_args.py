@@ -126,8 +126,11 @@ def search_depth(text: str) -> str | int:
         ) from None
 
 
-def add_search_depth_argument(p: argparse.ArgumentParser, default: str | None) -> None:
-    """``--search-depth``: chosen with the operating point (calibrate, train)."""
+def add_search_depth_argument(
+    p: argparse.ArgumentParser, default: str | None, trains: bool = False
+) -> None:
+    """``--search-depth``: chosen with the operating point (calibrate, train; ``trains``:
+    full or a level is also the depth training's rollouts run at)."""
     p.add_argument(
         "--search-depth",
         type=search_depth,
@@ -137,7 +140,13 @@ def add_search_depth_argument(p: argparse.ArgumentParser, default: str | None) -
         "zoom level from the deepest up; a shallower one only where it meets the objective "
         "strictly better on these parts: the agent then declares rather than look deeper), "
         "full (every level, as trained) or a level (0 = overview)"
-        + (f"; default {default}" if default else "; default: the recipe's (presets: auto)"),
+        + (f"; default {default}" if default else "; default: the recipe's (presets: auto)")
+        + (
+            ". full or a level is also the depth training runs at (the footage preset "
+            "trains one level above native; full trains every level)"
+            if trains
+            else ""
+        ),
     )
 
 

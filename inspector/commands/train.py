@@ -71,7 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     goal.add_argument(
         "--no-calibrate", action="store_true", help="end without choosing an operating point"
     )
-    add_search_depth_argument(p, None)
+    add_search_depth_argument(p, None, trains=True)
     p.add_argument("--teacher", help="teacher model for the KL term ('scripted', 'none' or a run)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--seed", type=int, help="random seed (overrides the config)")
@@ -110,6 +110,19 @@ def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=run_eval)
 
 
+def _check_level(depth: str | int, profile_path: str) -> None:
+    """A zoom level the profile has, before any training (not after it, at calibration)."""
+    from inspector.errors import InspectorError
+    from inspector.profile import load_profile
+
+    if isinstance(depth, int):
+        levels = int(load_profile(profile_path).scan.zoom_levels)
+        if depth >= levels:
+            raise InspectorError(
+                f"--search-depth {depth}: {profile_path} has zoom levels 0..{levels - 1}"
+            )
+
+
 def run_train(args: argparse.Namespace) -> int:
     from inspector.camera import parse_params
     from inspector.errors import InspectorError
@@ -126,7 +139,10 @@ def run_train(args: argparse.Namespace) -> int:
         cfg = TrainConfig.load(args.config)
     else:
         profile = load_profile(args.profile)
-        preset, cfg, notes = presets.resolve(args.preset, args.camera, profile)
+        given_depth = args.search_depth not in (None, "auto")  # trained where it will run
+        preset, cfg, notes = presets.resolve(
+            args.preset, args.camera, profile, rollout_depth=not given_depth
+        )
         if args.config:
             cfg = presets.with_config_file(cfg, args.config)
     changes: dict = {}
@@ -141,7 +157,11 @@ def run_train(args: argparse.Namespace) -> int:
     elif args.no_calibrate:
         changes.update(operating_point="none", operating_target=None)
     if args.search_depth is not None:
+        _check_level(args.search_depth, args.profile)
         changes["search_depth"] = args.search_depth
+        if args.search_depth != "auto":  # trained where it will run
+            full = args.search_depth == "full"
+            changes["rollout_max_zoom"] = None if full else args.search_depth
     if changes:
         try:
             cfg = cfg.replace(**changes)

@@ -74,6 +74,7 @@ def choose_operating_point(
     objective: str = "balanced",
     target: float | None = None,
     depth: str | int = "full",
+    deepest: int | None = None,
 ) -> Calibration:
     """Run ``policy`` once on ``episodes`` labelled parts and choose its ok bias, and with
     ``depth`` ``auto`` its search depth too.
@@ -85,6 +86,8 @@ def choose_operating_point(
         shallower one only where it meets the objective strictly better on these parts
         (:func:`choose_depth`). One pass at full depth serves every depth
         (:func:`inspector.policy.agent.capped_at`).
+    :param deepest: with ``auto``, the deepest level to try: the depth a model was trained
+        at (``rollout_max_zoom``); deeper levels are views it never learned to read.
     :raises InspectorError: the model has no ok class (classification only), a depth
         outside the model's zoom levels, or an objective no depth meets.
     """
@@ -99,7 +102,7 @@ def choose_operating_point(
             "('inspector eval' on the held-out frames)"
         )
     levels = int(meta.scan.get("zoom_levels", 1))
-    candidates = depth_candidates(depth, levels)
+    candidates = depth_candidates(depth, levels, deepest)
     labels, decisions, _ = run_parts(policy, camera, params, episodes, max_zoom=levels - 1)
     probs, y = decision_probabilities(meta.classes, labels, decisions)
     chosen, table = choose_depth(decisions, y, meta.outcome_matrix, candidates, objective, target)
@@ -121,13 +124,15 @@ def goal_of(cfg: Any) -> tuple[str, float | None, str | int]:
     return cfg.operating_point, cfg.operating_target, cfg.search_depth
 
 
-def depth_candidates(depth: str | int, levels: int) -> list[int]:
-    """The search depths ``depth`` asks to try, deepest first.
+def depth_candidates(depth: str | int, levels: int, deepest: int | None = None) -> list[int]:
+    """The search depths ``depth`` asks to try, deepest first (``auto``: none deeper than
+    ``deepest``, the depth the model was trained at).
 
     :raises InspectorError: not ``auto``, ``full`` or a zoom level of the model.
     """
     if depth == "auto":
-        return list(range(levels - 1, -1, -1))
+        top = levels - 1 if deepest is None else max(0, min(deepest, levels - 1))
+        return list(range(top, -1, -1))
     if depth == "full":
         return [levels - 1]
     if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth < levels:
@@ -260,14 +265,17 @@ def calibrate_run(
     objective: str = "balanced",
     target: float | None = None,
     depth: str | int = "full",
+    deepest: int | None = None,
 ) -> Calibration:
-    """Choose the run's operating point (and search depth, :func:`choose_operating_point`)
-    on these parts and store it with the run."""
+    """Choose the run's operating point (and search depth, :func:`choose_operating_point`;
+    ``deepest``: the depth it was trained at) on these parts and store it with the run."""
     from inspector.train.torch_policy import load_any_policy
 
     # The decisions' probabilities are the model's own (the bias moves only verdicts),
     # so an earlier operating point does not move the choice.
     policy = load_any_policy(run_dir)
-    cal = choose_operating_point(policy, camera, params, episodes, objective, target, depth)
+    cal = choose_operating_point(
+        policy, camera, params, episodes, objective, target, depth, deepest
+    )
     store_in_run(run_dir, cal)
     return cal

@@ -15,7 +15,10 @@ learning-efficiency study's full stack on the quadrants task (perception pretrai
 5 of 5 seeds, where reward-only PPO reached it in none); ``footage`` is the magnetic-tile
 benchmark's best agent (crops from every zoom level, per-glimpse evidence head that
 also judges the overview, class-balanced verdict loss with the stop steps weighted 8,
-constant learning rate).
+constant learning rate), trained and run one zoom level above native
+(:data:`ABOVE_NATIVE`): on the magnetic tiles native glimpses make the agent worse, and a
+member trained with its rollouts stopped there ranks the test tiles at AUROC 0.95 where
+the same seed trained over every level reaches 0.86 (0.88 read at that level).
 """
 
 from __future__ import annotations
@@ -48,6 +51,12 @@ ENDING = {
     "search_depth": "auto",
 }
 
+#: ``Preset.rollout_depth``: training's rollouts and val checks stop one zoom level above
+#: native (``rollout_max_zoom``: the profile's ``zoom_levels - 2``; a profile with no
+#: level between the overview and native keeps every level), and the closing
+#: calibration's ``auto`` search depth tries no deeper.
+ABOVE_NATIVE = "above_native"
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -57,12 +66,15 @@ class Preset:
     :param about: one line for ``--help`` and the report.
     :param overrides: TrainConfig fields the preset sets (the rest keep their defaults).
     :param timesteps: environment steps of PPO when ``--timesteps`` is not given.
+    :param rollout_depth: :data:`ABOVE_NATIVE`, or None for every zoom level; resolved
+        against the profile (:func:`resolve`).
     """
 
     name: str
     about: str
     overrides: Mapping[str, Any] = field(default_factory=dict)
     timesteps: int = 50_000
+    rollout_depth: str | None = None
 
 
 PRESETS: dict[str, Preset] = {
@@ -77,7 +89,7 @@ PRESETS: dict[str, Preset] = {
         "footage",
         "real footage: perception pretraining on 8,000 crops from every zoom level, "
         "evidence head on glimpses and overview, balanced verdict loss (stop weight 8), "
-        "constant learning rate",
+        "constant learning rate, trained and run one zoom level above native",
         {
             "perception_samples": 8000,
             "perception_levels": "all",
@@ -89,6 +101,7 @@ PRESETS: dict[str, Preset] = {
             **ENDING,
         },
         timesteps=150_000,
+        rollout_depth=ABOVE_NATIVE,
     ),
     NONE: Preset(
         NONE,
@@ -110,12 +123,15 @@ def preset_for(camera: str) -> str:
 
 
 def resolve(
-    name: str | None, camera: str, profile: Any = None
+    name: str | None, camera: str, profile: Any = None, *, rollout_depth: bool = True
 ) -> tuple[Preset, TrainConfig, list[str]]:
     """The preset ``name`` (``auto``/None: from the camera) as a TrainConfig.
 
     :param profile: the loaded reward profile; ``overview_evidence`` needs its overview
-        as large as its glimpses and is dropped (with a note) where it is not.
+        as large as its glimpses and is dropped (with a note) where it is not; a
+        preset's ``rollout_depth`` becomes a zoom level of it (with a note saying so).
+    :param rollout_depth: False: ignore the preset's ``rollout_depth`` (``train
+        --search-depth full`` or a level: the depth training runs at is given).
     :returns: (preset, config, notes on what was adapted to the profile).
     :raises InspectorError: an unknown preset.
     """
@@ -132,6 +148,20 @@ def resolve(
             notes.append(
                 f"overview evidence off: the profile's overview ({scan.overview} px) is not "
                 f"its glimpse size ({scan.glimpse} px)"
+            )
+    if rollout_depth and preset.rollout_depth == ABOVE_NATIVE and profile is not None:
+        levels = int(profile.scan.zoom_levels)
+        if levels >= 3:
+            changes["rollout_max_zoom"] = levels - 2
+            notes.append(
+                f"trained and run at zoom level {levels - 2} of 0..{levels - 1}, one above "
+                "native: no native glimpses (--search-depth full for defects only native "
+                "pixels show)"
+            )
+        else:
+            notes.append(
+                f"every zoom level: the profile's {levels} levels have none between the "
+                "overview and native"
             )
     return preset, TrainConfig().replace(**changes), notes
 

@@ -142,6 +142,9 @@ def test_a_shallower_depth_is_chosen_only_when_strictly_better():
 def test_depth_requests_are_checked():
     assert depth_candidates("auto", 3) == [2, 1, 0]
     assert depth_candidates("full", 3) == [2] and depth_candidates(1, 3) == [1]
+    # auto tries no level deeper than the model was trained at (rollout_max_zoom).
+    assert depth_candidates("auto", 3, deepest=1) == [1, 0]
+    assert depth_candidates("full", 3, deepest=1) == [2]
     for bad in (3, -1, "deep", True):
         with pytest.raises(InspectorError, match="search depth"):
             depth_candidates(bad, 3)
@@ -230,3 +233,35 @@ def test_val_checks_judge_at_the_depth_the_model_will_run_at():
     assert check_depth(TrainConfig(search_depth="auto")) is None  # chosen after training
     assert check_depth(TrainConfig(search_depth=1)) == 1  # train --members' student
     assert check_depth(TrainConfig(search_depth="auto", rollout_max_zoom=0)) == 0
+
+
+def test_train_runs_where_it_will_run_and_checks_the_level_first(monkeypatch, tmp_path: Path):
+    """train --search-depth: full trains every level, a level trains there, auto keeps
+    the recipe's (footage: one above native); a level the profile lacks fails at once."""
+    import inspector.train.runner as runner
+    from inspector.cli import build_parser
+
+    seen = {}
+
+    def fake_train_run(profile, camera, params, timesteps, out, cfg, **kw):
+        seen["cfg"] = cfg
+        raise SystemExit(0)
+
+    monkeypatch.setattr(runner, "train_run", fake_train_run)
+    root = Path(__file__).resolve().parents[2]
+    profile = str(root / "reward_profiles" / "magnetic_tile.yaml")
+    base = ["train", "--profile", profile, "--camera", "folder",
+            "--param", f"path={tmp_path}", "--out", str(tmp_path / "r")]  # fmt: skip
+    for extra, rollout, depth in (
+        ([], 1, "auto"),
+        (["--search-depth", "auto"], 1, "auto"),
+        (["--search-depth", "full"], None, "full"),
+        (["--search-depth", "0"], 0, 0),
+    ):
+        args = build_parser().parse_args(base + extra)
+        with pytest.raises(SystemExit):
+            args.func(args)
+        assert (seen["cfg"].rollout_max_zoom, seen["cfg"].search_depth) == (rollout, depth)
+    args = build_parser().parse_args(base + ["--search-depth", "3"])
+    with pytest.raises(InspectorError, match="zoom levels 0..2"):
+        args.func(args)

@@ -31,7 +31,12 @@ def test_the_footage_preset_is_the_magnetic_tile_benchmarks_best_agent():
         True,
     )
     assert cfg.verdict_balance and cfg.verdict_stop_weight == 8.0
-    assert cfg.lr_floor == cfg.learning_rate and not notes
+    assert cfg.lr_floor == cfg.learning_rate
+    # Trained and run one level above native (levels 0..2): said on the console.
+    assert cfg.rollout_max_zoom == 1 and cfg.search_depth == "auto"
+    assert len(notes) == 1 and "zoom level 1 of 0..2" in notes[0]
+    # Without the rollout depth (train --search-depth full or a level): every level.
+    assert resolve(None, "folder", prof, rollout_depth=False)[1].rollout_max_zoom is None
 
 
 def test_every_data_preset_keeps_the_best_model_and_chooses_an_operating_point():
@@ -46,7 +51,9 @@ def test_overview_evidence_is_dropped_with_a_note_where_the_profile_cannot_have_
     prof = load_profile(str(ROOT / "reward_profiles" / "lcd_quadrants.yaml"))
     _, cfg, notes = resolve("footage", "synthetic", prof)
     assert cfg.glimpse_evidence and not cfg.overview_evidence
-    assert len(notes) == 1 and "overview" in notes[0]
+    assert "overview" in notes[0]
+    # Two zoom levels: none between the overview and native, so every level is trained.
+    assert cfg.rollout_max_zoom is None and "every zoom level" in notes[1]
 
 
 def test_a_config_file_changes_only_the_keys_it_sets(tmp_path):
