@@ -130,8 +130,10 @@ class TrainConfig:
         look deeper, :func:`inspector.train.calibration.choose_operating_point`) or a
         zoom level.
     :param rollout_max_zoom: the search depth of training's rollouts and val checks (None:
-        every level, the default): an action that would look deeper ends the part, as it
-        does for a model calibrated to that depth (``InspectionEnv(max_zoom=...)``). The
+        every level, the default; the ``footage`` preset: one level above native): an
+        action that would look deeper ends the part, as it does for a model calibrated to
+        that depth (``InspectionEnv(max_zoom=...)``); ``search_depth: auto`` then tries
+        no deeper level. The
         val checks also judge at a zoom-level ``search_depth`` (the depth the model will
         run at; :func:`inspector.train.select.check_depth`).
     :param distill_timesteps: with ``train --members K``, the student's environment steps
