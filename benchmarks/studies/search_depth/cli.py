@@ -109,7 +109,7 @@ def figures(pol: Any, runs: dict[str, tuple]) -> dict[str, Any]:
     return {"val_parts": len(yv), "test_parts": len(yt), "depths": depths, "auto": auto}
 
 
-def record(run: Path, label: str, models: list[str], command: str) -> list[dict]:
+def record(run: Path, label: str, models: list[str], command: str, arm: str = "") -> list[dict]:
     """Save the figures of each of ``models`` (``student``, ``ensemble``, ``members/m0``
     ...) of the finished ``train --members`` run ``run``."""
     spec = json.loads((run / "members" / "m0" / "member.json").read_text())
@@ -120,7 +120,7 @@ def record(run: Path, label: str, models: list[str], command: str) -> list[dict]
     for name in models:
         t0 = time.time()
         pol, runs = passes(run / name, params)
-        config = {"label": label, "run": run.name, "model": name}
+        config = {"label": label, "run": run.name, "model": name, **({"arm": arm} if arm else {})}
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         result = {"command": command, "recorded": stamp, **figures(pol, runs)}
         safe = name.replace("/", "_")
@@ -146,8 +146,12 @@ HEADS = ["run", "model", "depth", "actions/part (test)", "native pixel fraction 
          "auto picks (balanced / <= 5 % FA)"]  # fmt: skip
 
 
-def _kind(model: str) -> str:
-    return "member" if model.startswith("members/") else model
+def _kind(config: dict) -> str:
+    """The row group of a recorded model: student, ensemble, member (or the model's own
+    name), followed by the arm of training it comes from where it is not the default."""
+    model = config["model"]
+    base = "member" if model.startswith("members/") else model
+    return f"{base}, {config['arm']}" if config.get("arm") else base
 
 
 def _spread(values: list[float | None]) -> str:
@@ -188,9 +192,9 @@ def summary_rows(results: list[dict]) -> list[list]:
     """By kind of model: each depth, then what ``auto`` picked per objective."""
     out = []
     known = ("student", "ensemble", "member")
-    others = sorted({_kind(d["benchmark"]["config"]["model"]) for d in results} - set(known))
+    others = sorted({_kind(d["benchmark"]["config"]) for d in results} - set(known))
     for kind in (*known, *others):
-        mine = [d for d in results if _kind(d["benchmark"]["config"]["model"]) == kind]
+        mine = [d for d in results if _kind(d["benchmark"]["config"]) == kind]
         if not mine:
             continue
         top = mine[0]["depths"][0]["max_zoom"]
@@ -203,7 +207,7 @@ def summary_rows(results: list[dict]) -> list[list]:
                     for d in mine]  # fmt: skip
             picks = ", ".join(str(d["auto"][objective]) for d in mine)
             out.append([kind, f"auto for {words} (picked {picks})", len(rows), *_cells(rows)])
-            if kind == "member":
+            if kind.startswith("member"):
                 continue
             depths = [members_pick(results, d["benchmark"]["config"]["label"], objective)
                       for d in mine]  # fmt: skip
@@ -224,7 +228,7 @@ def members_pick(results: list[dict], label: str, objective: str) -> int:
     tables = []
     for d in results:
         c = d["benchmark"]["config"]
-        if c["label"] != label or _kind(c["model"]) != "member":
+        if c["label"] != label or not c["model"].startswith("members/"):
             continue
         table = []
         for row in d["depths"]:
@@ -243,12 +247,13 @@ def members_pick(results: list[dict], label: str, objective: str) -> int:
 def notes(results: list[dict]) -> str:
     """One line per model that is not a run's own student, ensemble or member: what it is
     (the command it was recorded with)."""
-    seen: dict[str, str] = {}
+    seen: dict[str, list[str]] = {}
     for d in results:
-        kind = _kind(d["benchmark"]["config"]["model"])
+        kind = _kind(d["benchmark"]["config"])
         if kind not in ("student", "ensemble", "member"):
-            seen.setdefault(kind, d.get("command", ""))
-    lines = [f"- `{k}`: {v}" for k, v in sorted(seen.items())]
+            kinds = seen.setdefault(d.get("command", ""), [])
+            kinds += [kind] if kind not in kinds else []
+    lines = [f"- {', '.join(f'`{k}`' for k in ks)}: {c}" for c, ks in sorted(seen.items())]
     return ("\n" + "\n".join(lines) + "\n") if lines else ""
 
 
@@ -295,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--label", required=True)
     rec.add_argument("--models", default="student,ensemble", help="comma-separated")
     rec.add_argument("--command", default="", help="the command that trained the run")
+    rec.add_argument("--arm", default="", help="how the run differs from the default recipe")
     sub.add_parser("report", help="rewrite the section from the saved results")
     args = ap.parse_args(argv)
     if args.verb == "record":
-        record(args.run, args.label, args.models.split(","), args.command)
+        record(args.run, args.label, args.models.split(","), args.command, args.arm)
     return report_recorded(FOLDER, STUDY, TITLE, report, args)
