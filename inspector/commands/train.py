@@ -110,19 +110,6 @@ def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=run_eval)
 
 
-def _check_level(depth: str | int, profile_path: str) -> None:
-    """A zoom level the profile has, before any training (not after it, at calibration)."""
-    from inspector.errors import InspectorError
-    from inspector.profile import load_profile
-
-    if isinstance(depth, int):
-        levels = int(load_profile(profile_path).scan.zoom_levels)
-        if depth >= levels:
-            raise InspectorError(
-                f"--search-depth {depth}: {profile_path} has zoom levels 0..{levels - 1}"
-            )
-
-
 def run_train(args: argparse.Namespace) -> int:
     from inspector.camera import parse_params
     from inspector.errors import InspectorError
@@ -134,12 +121,18 @@ def run_train(args: argparse.Namespace) -> int:
     default_store_split(args, "train", "train", "val chooses the kept model, heldout judges")
     if not Path(args.profile).is_file():
         raise InspectorError(f"profile not found: {args.profile}")
+    profile = load_profile(args.profile)
+    depth = args.search_depth
+    levels = int(profile.scan.zoom_levels)
+    if isinstance(depth, int) and depth >= levels:  # before training, not at calibration
+        raise InspectorError(
+            f"--search-depth {depth}: {args.profile} has zoom levels 0..{levels - 1}"
+        )
+    given_depth = depth not in (None, "auto")  # full or a level: trained where it will run
     if args.config and args.preset is None:  # a config file alone is the whole recipe
         preset, cfg, notes = presets.resolve(presets.NONE, args.camera)
         cfg = TrainConfig.load(args.config)
     else:
-        profile = load_profile(args.profile)
-        given_depth = args.search_depth not in (None, "auto")  # trained where it will run
         preset, cfg, notes = presets.resolve(
             args.preset, args.camera, profile, rollout_depth=not given_depth
         )
@@ -156,12 +149,10 @@ def run_train(args: argparse.Namespace) -> int:
         changes.update(operating_point="min_recall", operating_target=args.min_recall)
     elif args.no_calibrate:
         changes.update(operating_point="none", operating_target=None)
-    if args.search_depth is not None:
-        _check_level(args.search_depth, args.profile)
-        changes["search_depth"] = args.search_depth
-        if args.search_depth != "auto":  # trained where it will run
-            full = args.search_depth == "full"
-            changes["rollout_max_zoom"] = None if full else args.search_depth
+    if depth is not None:
+        changes["search_depth"] = depth
+    if given_depth:
+        changes["rollout_max_zoom"] = None if depth == "full" else depth
     if changes:
         try:
             cfg = cfg.replace(**changes)

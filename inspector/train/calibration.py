@@ -119,9 +119,10 @@ def choose_operating_point(
     )
 
 
-def goal_of(cfg: Any) -> tuple[str, float | None, str | int]:
-    """(objective, target, search depth) of a TrainConfig's closing calibration."""
-    return cfg.operating_point, cfg.operating_target, cfg.search_depth
+def goal_of(cfg: Any) -> tuple[str, float | None, str | int, int | None]:
+    """(objective, target, search depth, deepest level to try: the depth training ran at)
+    of a TrainConfig's closing calibration."""
+    return cfg.operating_point, cfg.operating_target, cfg.search_depth, cfg.rollout_max_zoom
 
 
 def depth_candidates(depth: str | int, levels: int, deepest: int | None = None) -> list[int]:

@@ -320,9 +320,7 @@ def _ensemble_operating_point(
         why = "operating_point: none" if val is not None else f"no val frames ({source})"
         return {"ok_bias": 0.0, "why": f"not chosen: {why}", "frames": None}
     try:
-        cal = choose_operating_point(
-            policy, camera, val, cfg.select_episodes, *goal_of(cfg), cfg.rollout_max_zoom
-        )
+        cal = choose_operating_point(policy, camera, val, cfg.select_episodes, *goal_of(cfg))
     except InspectorError as exc:  # e.g. val frames of one kind only
         return {"ok_bias": 0.0, "why": f"not chosen: {exc}", "frames": None}
     return cal.section(frames_doc(camera, val, cal.frames, source))

@@ -469,9 +469,7 @@ def end_of_training(
         doc["operating_point"] = {"ok_bias": 0.0, "why": f"not chosen: {why}", "frames": None}
         return doc
     try:
-        cal = calibrate_run(
-            out, camera, val, cfg.select_episodes, *goal_of(cfg), cfg.rollout_max_zoom
-        )
+        cal = calibrate_run(out, camera, val, cfg.select_episodes, *goal_of(cfg))
     except InspectorError as exc:  # e.g. val frames of one kind only: train still ends
         if "has no ok class" not in str(exc):  # classification only: expected, not a warning
             log.warning("no operating point chosen: %s", exc)
