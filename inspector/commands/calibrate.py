@@ -95,12 +95,18 @@ def run_calibrate(args: argparse.Namespace) -> int:
     else:
         objective, target = "balanced", None
 
-    from inspector.train.calibration import choose_operating_point, store_in_run
+    from inspector.train.calibration import choose_operating_point, store_in_run, trained_depth
     from inspector.train.torch_policy import load_any_policy
 
     policy = load_any_policy(path)
+    deepest = trained_depth(path) if args.search_depth == "auto" else None
+    if deepest is not None:
+        print(
+            f"calibrate: search depth auto: no level deeper than {deepest}, the depth the "
+            "model was trained at (its run's config.yaml; --search-depth full or a LEVEL to choose)"
+        )
     cal = choose_operating_point(
-        policy, args.camera, params, args.episodes, objective, target, args.search_depth
+        policy, args.camera, params, args.episodes, objective, target, args.search_depth, deepest
     )
     bias = cal.ok_bias
     levels = int(policy.meta.scan.get("zoom_levels", 1))

@@ -125,6 +125,39 @@ def goal_of(cfg: Any) -> tuple[str, float | None, str | int, int | None]:
     return cfg.operating_point, cfg.operating_target, cfg.search_depth, cfg.rollout_max_zoom
 
 
+def trained_depth(model: str | Path) -> int | None:
+    """The deepest zoom level ``model`` was trained at (its run's ``rollout_max_zoom``),
+    for ``calibrate --search-depth auto`` run on it later by hand.
+
+    ``model``: a run directory or its ``model.zip`` (the run's ``config.yaml``), or an
+    ensemble directory (the deepest of its members'). None: every level, or not known
+    (an ONNX file, no config beside the model, a member without one, a value that is
+    not a zoom level); calibration then tries every level, as before.
+    """
+    from inspector.train.distill import ensemble_members, is_ensemble_dir
+
+    path = Path(model)
+    if is_ensemble_dir(path):
+        try:
+            depths = [trained_depth(m) for m in ensemble_members(path)]
+        except InspectorError:
+            return None
+        return None if any(d is None for d in depths) else max(depths)  # type: ignore[type-var]
+    run = path if path.is_dir() else path.parent
+    if path.is_file() and path.suffix.lower() != ".zip":
+        return None
+    try:
+        import yaml
+
+        doc = yaml.safe_load((run / "config.yaml").read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    depth = doc.get("rollout_max_zoom") if isinstance(doc, dict) else None
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        return None
+    return depth
+
+
 def depth_candidates(depth: str | int, levels: int, deepest: int | None = None) -> list[int]:
     """The search depths ``depth`` asks to try, deepest first (``auto``: none deeper than
     ``deepest``, the depth the model was trained at).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -265,3 +266,45 @@ def test_train_runs_where_it_will_run_and_checks_the_level_first(monkeypatch, tm
     args = build_parser().parse_args(base + ["--search-depth", "3"])
     with pytest.raises(InspectorError, match="zoom levels 0..2"):
         args.func(args)
+
+
+def test_the_trained_depth_is_read_from_the_run(tmp_path):
+    """calibrate --search-depth auto run by hand reads the depth training ran at from the
+    run's config.yaml; anything it cannot read means every level (as before)."""
+    from inspector.train.calibration import trained_depth
+    from inspector.train.distill import write_ensemble
+
+    def run(name: str, text: str | None) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "model.zip").write_bytes(b"zip")
+        if text is not None:
+            (d / "config.yaml").write_text(text)
+        return d
+
+    a = run("a", TrainConfig(rollout_max_zoom=1).to_yaml())
+    b = run("b", TrainConfig(rollout_max_zoom=0).to_yaml())
+    full = run("full", TrainConfig().to_yaml())
+    assert trained_depth(a) == 1 and trained_depth(a / "model.zip") == 1
+    assert trained_depth(full) is None and trained_depth(run("none", None)) is None
+    for i, hostile in enumerate(
+        [
+            "rollout_max_zoom: -1\n",
+            "rollout_max_zoom: true\n",
+            "rollout_max_zoom: '1'\n",
+            "[1, 2\n",
+            "- just a list\n",
+            "rollout_max_zoom: [1]\n",
+        ]
+    ):
+        assert trained_depth(run(f"h{i}", hostile)) is None, hostile
+    (run("binary", None) / "config.yaml").write_bytes(b"\xff\xfe\x00rollout")
+    assert trained_depth(tmp_path / "binary") is None
+    onnx = tmp_path / "a.onnx"
+    onnx.write_bytes(b"onnx")
+    assert trained_depth(onnx) is None
+    # An ensemble: the deepest of its members'; a member trained over every level: None.
+    assert trained_depth(write_ensemble(tmp_path / "ens", [a, b])) == 1
+    assert trained_depth(write_ensemble(tmp_path / "ens2", [a, full])) is None
+    shutil.rmtree(b)
+    assert trained_depth(tmp_path / "ens") is None  # a member gone: not known

@@ -81,3 +81,27 @@ def test_the_top_of_a_members_run_names_the_two_models_it_holds(members_run, cap
         load_any_policy(members_run)
     rc, out = _calibrate(members_run, capsys)
     assert rc == 2 and "train --members run" in out
+
+
+def test_auto_depth_stays_at_the_depth_the_run_was_trained_at(tmp_path, capsys):
+    """A run trained at zoom level 1 (the footage preset's rollout_max_zoom), calibrated
+    by hand later with ``--search-depth auto``: native (level 2) is never tried."""
+    run = _run(tmp_path / "d1", 0)
+    cfg = TrainConfig(n_envs=1, n_steps=16, batch_size=16, n_epochs=1, rollout_max_zoom=1)
+    (run / "config.yaml").write_text(cfg.to_yaml())
+    rc = main(
+        ["calibrate", str(run), "--camera", "synthetic", *SYN, "--episodes", "6"]
+        + ["--search-depth", "auto", "--dry-run"]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "no level deeper than 1" in out
+    tried = [line.split(":")[0].strip() for line in out.splitlines() if "actions/part" in line]
+    assert tried == ["depth 1", "depth 0"]
+    # An explicit depth is the user's: no note, native allowed.
+    rc = main(
+        ["calibrate", str(run / "model.zip"), "--camera", "synthetic", *SYN, "--episodes", "6"]
+        + ["--search-depth", "full", "--dry-run"]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0 and "no level deeper" not in out
