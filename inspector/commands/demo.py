@@ -30,6 +30,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="mask-labelled crops to pretrain the glimpse CNN on first",
     )
     p.add_argument("--eval-episodes", type=positive_int, default=200, help="evaluation parts")
+    p.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="training seed (initialisation, sampling, training panels; default 0); the "
+        "station's parts stay the same",
+    )
     p.add_argument("--mqtt-host", help="use this broker instead of starting one")
     p.add_argument("--mqtt-port", type=int, help="port of --mqtt-host (default 1883)")
     p.add_argument("--retrain", action="store_true", help="train again even if a run is cached")
@@ -54,5 +61,6 @@ def run(args: argparse.Namespace) -> int:
             mqtt_port=args.mqtt_port,
             retrain=args.retrain,
             eval_episodes=args.eval_episodes,
+            seed=args.seed,
         )
     )

@@ -45,6 +45,7 @@ class DemoOptions:
     mqtt_port: int | None = None
     retrain: bool = False
     eval_episodes: int = 200
+    seed: int = 0
     log: list[str] = field(default_factory=list)
 
 
@@ -146,7 +147,9 @@ class Subscriber:
 def _cache_key(opts: DemoOptions) -> str:
     h = hashlib.sha256(PROFILE.read_bytes())
     h.update(
-        json.dumps([CAMERA, opts.timesteps, opts.bc_samples, opts.perception_samples, 2]).encode()
+        json.dumps(
+            [CAMERA, opts.timesteps, opts.bc_samples, opts.perception_samples, 2, opts.seed]
+        ).encode()
     )
     return h.hexdigest()
 
@@ -170,7 +173,8 @@ def train_or_reuse(opts: DemoOptions) -> Path:
         f"[1/5] training (train's synthetic preset): perception pretraining on "
         f"{opts.perception_samples:,} crops, cloning the scripted teacher "
         f"({opts.bc_samples:,} steps), then HybridPPO ({opts.timesteps:,} steps) on synthetic "
-        f"panels with {PROFILE.name}; the best model on held-out panels is kept and calibrated"
+        f"panels with {PROFILE.name}, seed {opts.seed}; the best model on held-out panels is "
+        "kept and calibrated"
     )
     preset, cfg, _ = resolve("synthetic", "synthetic", load_profile(str(PROFILE)))
     cfg = cfg.replace(
@@ -179,6 +183,7 @@ def train_or_reuse(opts: DemoOptions) -> Path:
         select_episodes=min(100, opts.eval_episodes),
         final_eval_episodes=opts.eval_episodes,
         checkpoint_interval=10**9,
+        seed=opts.seed,
     )
     train_run(
         str(PROFILE),

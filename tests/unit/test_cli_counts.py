@@ -12,6 +12,7 @@ CASES = [
       "--n-envs"], "-1"),
     (["demo", "--parts"], "0"),
     (["demo", "--bc-samples"], "-5"),
+    (["demo", "--seed"], "-1"),
     (["export", "--model", "m", "--out", "o.onnx", "--observations"], "0"),
     (["run", "--config", "s.yaml", "--max-parts"], "0"),
     (["retrain", "--footage", "f", "--base", "b", "--out", "o", "--timesteps"], "ten"),
