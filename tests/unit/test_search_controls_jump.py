@@ -54,3 +54,21 @@ def test_jump_arm_trains_drives_and_reports_at_a_tiny_size(tmp_path, capsys):
     capsys.readouterr()
     assert main([*args, "--train-only"]) == 0  # saved: nothing trains again
     assert "training" not in capsys.readouterr().out
+
+
+def test_the_exp_and_jump_arms_train_through_one_runner(tmp_path):
+    """Both arms' train_one share training.train_run: the exp arm pretrains and keeps its
+    stack, the jump arm starts from it and clones the tile teacher on top; each saves its
+    model and an evaluation curve that starts after the supervised part."""
+    from benchmarks.studies.search_controls import jump, training
+
+    tiny = {"perception": 128, "bc_samples": 256, "eval_every": 512, "eval_parts": 4}
+    exp = training.train_one("exp", 0, 1024, tmp_path, **tiny)
+    jmp = jump.train_one("jump", 0, 1024, tmp_path, **tiny)
+    assert exp["pretrained_reused"] is False and jmp["stack"] == "exp stack + tile cloning"
+    for rec in (exp, jmp):
+        assert rec["curve"][0]["steps"] == 128 + 256
+        assert rec["perception_samples"] == 128 and rec["bc_samples"] == 256
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"exp_s0_1024.zip", "jump_s0_1024.zip", "pretrained_s0_128_256.pt"} <= names
+    assert jmp["actions"] == "tiles"

@@ -28,7 +28,6 @@ defect score (:func:`defect_stop`). Saved as it goes; a rerun resumes.
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
 from typing import Any
 
@@ -71,54 +70,21 @@ def train_one(
 ) -> dict:
     """Train one jump arm with one seed; save ``out_dir/<run>.zip``; the record.
 
-    As :func:`.training.train_one` (same budget accounting: the crops and cloned steps
-    count as env steps, so the PPO phase is as long as ``exp``'s), with the jump arm's
-    supervised stack (:func:`_stack`).
+    :func:`.training.train_run` (as :func:`.training.train_one`: the crops and cloned
+    steps count as env steps, so the PPO phase is as long as ``exp``'s), with the jump
+    arm's supervised stack (:func:`_stack`).
     """
-    import torch
-    from stable_baselines3.common.utils import set_random_seed
 
-    from benchmarks.studies.shared import learn_with_curve
-    from inspector.train.config import TrainConfig
+    def stack(model: Any, prof: Any, camera: dict, cfg: Any, folder: Path) -> str:
+        return _stack(model, arm, prof, camera, cfg, folder)
 
-    torch.set_num_threads(1)
-    prof = profile_for(arm)
-    camera = {**training.CAMERA, "seed": seed}
-    n_pp, n_bc = min(perception, budget // 4), min(bc_samples, budget // 2)
-    cfg = TrainConfig().replace(seed=seed, perception_samples=n_pp, bc_samples=n_bc)
-    model, env = training._make_model(prof, camera, cfg, n_envs)
-    t0 = time.time()
-    stack = _stack(model, arm, prof, camera, cfg, out_dir)
-    set_random_seed(seed)
-    offset = n_pp + n_bc
-
-    def evaluate(steps: int) -> dict:
-        return training.eval_point(training.agent_policy(model, prof), seed, eval_parts, steps)
-
-    curve = learn_with_curve(
-        model, max(0, budget - offset), offset, eval_every, evaluate, [evaluate(offset)]
-    )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    name = training.run_name(arm, seed, budget)
-    tmp = out_dir / f".{name}.tmp.zip"
-    model.save(str(tmp), exclude=["teacher"])
-    tmp.replace(out_dir / f"{name}.zip")
-    env.close()
-    return {
-        "arm": arm,
-        "seed": seed,
-        "budget": budget,
-        "step_cost": 0.01,
-        "actions": JUMP_ARMS[arm][0],
-        "tiles": TILES,
-        "perception_samples": n_pp,
-        "bc_samples": n_bc,
-        "eval_parts": eval_parts,
-        "hybrid": {k: training.HYBRID[k] for k in ("w_rl", "w_sl", "w_kd")},
-        "curve": curve,
-        "stack": stack,
-        "wall_s": time.time() - t0,
-    }
+    run = training.train_run(
+        profile_for(arm), seed, budget, out_dir, training.run_name(arm, seed, budget), stack,
+        perception=perception, bc_samples=bc_samples, eval_every=eval_every,
+        eval_parts=eval_parts, n_envs=n_envs,
+    )  # fmt: skip
+    head = {"arm": arm, "seed": seed, "budget": budget, "step_cost": 0.01}
+    return {**head, "actions": JUMP_ARMS[arm][0], "tiles": TILES, **run}
 
 
 def _stack(model: Any, arm: str, prof: Any, camera: dict, cfg: Any, out_dir: Path) -> str:

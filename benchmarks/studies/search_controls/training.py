@@ -123,19 +123,52 @@ def train_one(
     learning_efficiency). The returned (and saved) record holds the evaluation curve on
     the run's fixed test parts and the wall time.
     """
+    prof = profile_for(arm, step_cost)
+    run = train_run(
+        prof, seed, budget, out_dir, run_name(arm, seed, budget, step_cost), _pretrained_stack,
+        perception=perception, bc_samples=bc_samples, eval_every=eval_every,
+        eval_parts=eval_parts, n_envs=n_envs,
+    )  # fmt: skip
+    how = run.pop("stack")
+    sc = step_cost if step_cost is not None else 0.01
+    return {"arm": arm, "seed": seed, "budget": budget, "step_cost": sc, **run,
+            "pretrained_reused": how}  # fmt: skip
+
+
+def train_run(
+    prof: Any,
+    seed: int,
+    budget: int,
+    out_dir: Path,
+    name: str,
+    stack: Any,
+    *,
+    perception: int,
+    bc_samples: int,
+    eval_every: int,
+    eval_parts: int,
+    n_envs: int,
+) -> dict:
+    """The training every arm shares: build the model on ``prof``, give it its supervised
+    stack (``stack(model, prof, camera, cfg, out_dir)``, whose answer is kept as
+    ``stack``), PPO for the rest of ``budget`` with an evaluation curve, save
+    ``out_dir/<name>.zip``.
+
+    :returns: the record's shared fields: ``perception_samples``, ``bc_samples``,
+        ``eval_parts``, ``hybrid``, ``curve``, ``wall_s``, and ``stack``.
+    """
     import torch
     from stable_baselines3.common.utils import set_random_seed
 
     from inspector.train.config import TrainConfig
 
     torch.set_num_threads(1)
-    prof = profile_for(arm, step_cost)
     camera = {**CAMERA, "seed": seed}
     n_pp, n_bc = min(perception, budget // 4), min(bc_samples, budget // 2)
     cfg = TrainConfig().replace(seed=seed, perception_samples=n_pp, bc_samples=n_bc)
     model, env = _make_model(prof, camera, cfg, n_envs)
     t0 = time.time()
-    reused = _pretrained_stack(model, prof, camera, cfg, out_dir)
+    how = stack(model, prof, camera, cfg, out_dir)
     set_random_seed(seed)
     offset = n_pp + n_bc
 
@@ -146,25 +179,19 @@ def train_one(
         model, max(0, budget - offset), offset, eval_every, evaluate, [evaluate(offset)]
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    name = run_name(arm, seed, budget, step_cost)
     tmp = out_dir / f".{name}.tmp.zip"
     model.save(str(tmp), exclude=["teacher"])
     tmp.replace(out_dir / f"{name}.zip")
     env.close()
-    record = {
-        "arm": arm,
-        "seed": seed,
-        "budget": budget,
-        "step_cost": step_cost if step_cost is not None else 0.01,
+    return {
         "perception_samples": n_pp,
         "bc_samples": n_bc,
         "eval_parts": eval_parts,
         "hybrid": {k: HYBRID[k] for k in ("w_rl", "w_sl", "w_kd")},
         "curve": curve,
-        "pretrained_reused": reused,
+        "stack": how,
         "wall_s": time.time() - t0,
     }
-    return record
 
 
 def _make_model(prof: Any, camera: dict, cfg: Any, n_envs: int):
