@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -164,6 +165,9 @@ class TrainConfig:
     :param distill_flips: in that distillation, each observation also flipped
         left-right, upside-down and both (glimpses and overview), each judged by the
         teacher: more inputs to learn the teacher's judgement on, from the same frames.
+    :param distill_mixup: in that distillation, function matching: each minibatch's
+        glimpses and overviews mixed pairwise (weight ``~ Beta(a, a)``, ``a`` this value)
+        and judged by the teacher as mixed (0: off; ``inspector.train.dagger``).
     """
 
     n_envs: int = 4
@@ -226,6 +230,7 @@ class TrainConfig:
     distill_temperature: float = 1.0
     distill_w_moves: float = 1.0
     distill_flips: bool = False
+    distill_mixup: float = 0.0
 
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
@@ -297,6 +302,8 @@ class TrainConfig:
             raise ValueError(
                 "distill_passes and distill_temperature must be positive, distill_w_moves >= 0"
             )
+        if not (math.isfinite(self.distill_mixup) and self.distill_mixup >= 0):
+            raise ValueError("distill_mixup must be a finite number >= 0 (0: off)")
 
     def minibatch(self) -> tuple[int, str | None]:
         """The PPO minibatch that fits a rollout of ``n_steps * n_envs`` steps, and a note

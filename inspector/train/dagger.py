@@ -58,6 +58,13 @@ class DistillSettings:
         upside-down and both (the state as it is), each judged by the teacher: four
         times the inputs on which the student learns its teacher's judgement, from the
         same frames.
+    :param mixup: function matching (0: off): each minibatch's glimpses and overviews
+        mixed with another row's, ``lam * a + (1 - lam) * b`` with ``lam ~ Beta(mixup,
+        mixup)`` per row (the state of ``a`` kept), and the teacher judges the mixed
+        inputs as the student sees them. The student then learns the teacher's function
+        between the training frames too, where its members disagree and their doubt is
+        information; on the frames themselves they are as sure as their training made
+        them. Costs the teacher's pass on every minibatch.
     """
 
     steps: int
@@ -68,6 +75,7 @@ class DistillSettings:
     temperature: float = 1.0
     w_moves: float = 1.0
     flips: bool = False
+    mixup: float = 0.0
 
     def round_steps(self, n_envs: int) -> int:
         """Steps per round: a whole number of vector-env steps."""
@@ -157,10 +165,32 @@ class Aggregate:
         return out
 
 
+def mixed(
+    obs: Mapping[str, th.Tensor], alpha: float, rng: np.random.Generator
+) -> dict[str, th.Tensor]:
+    """``obs`` with each row's images mixed with another row's (see ``mixup``)."""
+    n = len(obs["state"])
+    lam = th.as_tensor(rng.beta(alpha, alpha, n), dtype=th.float32)
+    other = th.as_tensor(rng.permutation(n))
+    out = dict(obs)
+    for key in ("glimpse", "overview"):
+        w = lam.view(-1, *([1] * (obs[key].dim() - 1)))
+        out[key] = w * obs[key] + (1 - w) * obs[key][other]
+    return out
+
+
 def train_round(
-    model: Any, data: Aggregate, samples: int, s: DistillSettings, rng: np.random.Generator
+    model: Any,
+    data: Aggregate,
+    samples: int,
+    s: DistillSettings,
+    rng: np.random.Generator,
+    teacher: Any = None,
 ) -> dict[str, float]:
-    """Minibatch updates of the student on ``samples`` draws from the aggregate."""
+    """Minibatch updates of the student on ``samples`` draws from the aggregate
+    (``teacher``: judges each minibatch again, needed with ``s.mixup``)."""
+    if s.mixup and teacher is None:
+        raise ValueError("mixup needs the teacher to judge the mixed inputs")
     policy = model.policy
     policy.set_training_mode(True)
     opt = policy.optimizer
@@ -170,10 +200,17 @@ def train_round(
     kv, km = [], []
     for b in range(0, samples, s.batch):
         obs = _obs_tensor({k: drawn[k][b : b + s.batch] for k in ("glimpse", "overview", "state")})
+        t_verdict = th.as_tensor(drawn["t_verdict"][b : b + s.batch])
+        t_moves = th.as_tensor(drawn["t_moves"][b : b + s.batch])
+        if s.mixup:
+            obs = mixed(obs, s.mixup, rng)
+            with th.no_grad():
+                t_cats = teacher.get_distribution(obs).distribution
+            t_verdict = th.log_softmax(t_cats[-1].logits, -1)
+            t_moves = th.log_softmax(t_cats[0].logits, -1)
         cats = policy.get_distribution(obs).distribution
-        loss_v = kl_loss(th.as_tensor(drawn["t_verdict"][b : b + s.batch]), cats[-1].logits,
-                         s.temperature)  # fmt: skip
-        loss_m = kl_loss(th.as_tensor(drawn["t_moves"][b : b + s.batch]), cats[0].logits)
+        loss_v = kl_loss(t_verdict, cats[-1].logits, s.temperature)
+        loss_m = kl_loss(t_moves, cats[0].logits)
         loss = loss_v + s.w_moves * loss_m
         opt.zero_grad()
         loss.backward()
@@ -215,7 +252,7 @@ def distil(
         seen = flipped(seen) if s.flips else seen
         data.add({**seen, **teacher_targets(teacher, seen)})
         model.num_timesteps += n
-        losses = train_round(model, data, max(s.batch, int(s.passes * n)), s, rng)
+        losses = train_round(model, data, max(s.batch, int(s.passes * n)), s, rng, teacher)
         losses["steps"] = int(model.num_timesteps)
         history.append(losses)
         log.info("distillation round at %d steps: %s", model.num_timesteps, losses)

@@ -237,6 +237,7 @@ def _distil_rounds(
         temperature=cfg.distill_temperature,
         w_moves=cfg.distill_w_moves,
         flips=cfg.distill_flips,
+        mixup=cfg.distill_mixup,
     )
 
     rounds = out / "distill.json"  # each round's losses (a resumed run goes on with them)

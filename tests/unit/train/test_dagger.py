@@ -16,7 +16,9 @@ from inspector.train.dagger import (
     distil,
     flipped,
     kl_loss,
+    mixed,
     teacher_targets,
+    train_round,
 )
 from inspector.train.distill import EnsembleTeacher
 from tests.unit.rrm.test_buffer import tiny_model, tiny_profile, venv
@@ -139,3 +141,56 @@ def test_the_aggregate_draws_from_every_round_it_keeps():
     assert len(agg) == 12 and drawn["t_verdict"].shape == (300, 2)
     assert set(np.unique(drawn["state"])) == {0, 1, 2}
     np.testing.assert_array_equal(drawn["t_verdict"][:, 0], drawn["state"][:, 0])
+
+
+def test_mixup_mixes_the_images_of_two_rows_and_keeps_the_state():
+    rng = np.random.default_rng(0)
+    obs = {
+        "glimpse": th.rand(6, 3, 4, 5) * 255,
+        "overview": th.rand(6, 1, 4, 5) * 255,
+        "state": th.rand(6, 7),
+    }
+    out = mixed(obs, 0.4, rng)
+    assert {k: v.shape for k, v in out.items()} == {k: v.shape for k, v in obs.items()}
+    assert th.equal(out["state"], obs["state"])
+    for key in ("glimpse", "overview"):  # inside the range the two rows span, elementwise
+        lo = obs[key].amin(0, keepdim=True)
+        hi = obs[key].amax(0, keepdim=True)
+        assert bool(((out[key] >= lo - 1e-4) & (out[key] <= hi + 1e-4)).all())
+    assert not th.allclose(out["glimpse"], obs["glimpse"])
+
+
+def test_mixup_distillation_learns_the_teacher_on_mixed_inputs(members):
+    """With mixup the teacher judges each mixed minibatch: the student's KL to it on
+    mixed inputs of its own states falls; without a teacher it is refused."""
+    from inspector.train.dagger import Aggregate
+
+    teacher = EnsembleTeacher([m.policy for m in members])
+    student = tiny_model(tiny_profile(), seed=6)
+    env = venv(tiny_profile())
+    seen, _ = collect(student, env, 64, env.reset())
+    env.close()
+    data = Aggregate()
+    data.add({**seen, **teacher_targets(teacher, seen)})
+    probe = mixed(
+        {k: th.as_tensor(seen[k]).float() for k in ("glimpse", "overview", "state")},
+        0.4, np.random.default_rng(1),
+    )  # fmt: skip
+
+    def gap() -> float:
+        with th.no_grad():
+            t = teacher.get_distribution(probe).distribution[-1].logits
+            s_ = student.policy.get_distribution(probe).distribution[-1].logits
+        return float(kl_loss(th.log_softmax(t, -1), s_))
+
+    s = DistillSettings(steps=64, passes=8, batch=32, lr=3e-3, mixup=0.4)
+    before = gap()
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        train_round(student, data, 256, s, rng, teacher)
+    assert gap() < before
+    with pytest.raises(ValueError, match="mixup needs the teacher"):
+        train_round(student, data, 32, s, rng)
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="distill_mixup"):
+            TrainConfig(distill_mixup=bad).validate()
