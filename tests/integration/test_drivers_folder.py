@@ -190,3 +190,48 @@ def test_unreadable_everything_does_not_spin_when_looping(tmp_path):
     (tmp_path / "a.jpg").write_bytes(b"")
     cam = FolderCamera(str(tmp_path), loop=True)
     assert list(cam) == [] and cam.stats.frames_skipped == 1
+
+
+def test_decoded_frames_are_kept_and_a_changed_file_is_decoded_again(tmp_path, monkeypatch):
+    """Training draws each frame many times: the decoded image and mask come from memory
+    (read-only, so an episode cannot change them for the next), a file changed on disk
+    is decoded again, the bound holds, and cache_mb=0 decodes every time."""
+    import os
+
+    from camera_drivers import folder as fmod
+
+    monkeypatch.setattr(fmod, "DECODED", fmod.DecodedCache())
+    (tmp_path / "masks").mkdir()
+    for k in range(3):
+        cv2.imwrite(str(tmp_path / f"p{k}.png"), np.full((40, 50), 10 * k, np.uint8))
+        mask = np.zeros((40, 50), np.uint8)
+        mask[5:9, 5:9] = 255
+        cv2.imwrite(str(tmp_path / "masks" / f"p{k}.png"), mask)
+    cam = FolderCamera(str(tmp_path), layout="masks", cache_mb=1)
+    first = cam.load(0)
+    again = cam.load(0)
+    assert again.image is first.image and again.truth.mask is first.truth.mask
+    assert fmod.DECODED.hits == 2 and fmod.DECODED.misses == 2
+    with pytest.raises(ValueError, match="read-only"):
+        again.image[0, 0] = 255
+    # A file rewritten (another size or time) is decoded again.
+    path = tmp_path / "p0.png"
+    cv2.imwrite(str(path), np.full((40, 50), 99, np.uint8))
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert int(cam.load(0).image[0, 0]) == 99
+    # The bound: 3 frames of 2 x 2,000 bytes in a cache of 6,000 bytes keep the newest.
+    fmod.DECODED.capacity = 6000
+    for i in range(3):
+        cam.load(i)
+    assert fmod.DECODED.used <= 6000
+    # Off: every load decodes (no hits counted), the arrays are the caller's own.
+    off = FolderCamera(str(tmp_path), layout="masks", cache_mb=0)
+    hits = fmod.DECODED.hits
+    a, b = off.load(1), off.load(1)
+    assert a.image is not b.image and fmod.DECODED.hits == hits
+    a.image[0, 0] = 1  # writable
+    for bad in (-1, True, 1.5):
+        with pytest.raises(CameraError, match="cache_mb"):
+            FolderCamera(str(tmp_path), layout="masks", cache_mb=bad)
+    assert open_camera("folder", {"path": str(tmp_path), "cache_mb": "0"}).cache_mb == 0
