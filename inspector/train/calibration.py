@@ -225,12 +225,17 @@ def choose_depth(
 
 def pooled_depth(
     tables: list[list[dict[str, Any]]], objective: str
-) -> tuple[str | int, dict[str, list[float]]]:
+) -> tuple[int, dict[str, list[float]]]:
     """The depth whose objective figure, averaged over several models' depth tables
     (:attr:`Calibration.depths`), is best; ties and a depth some model could not
-    calibrate at go to the deeper. ``full`` for the deepest.
+    calibrate at go to the deeper.
 
-    :returns: (the depth, each depth's mean score as [figure, tie-break]).
+    Always a zoom level, never ``full``: the deepest level the tables tried is the
+    profile's native level only for models trained over every level; for a model trained
+    one level above native (``rollout_max_zoom``) it is that level, and ``full`` would
+    send its search to native pixels it never learned to read.
+
+    :returns: (the zoom level, each depth's mean score as [figure, tie-break]).
     """
     levels = sorted({int(e["max_zoom"]) for t in tables for e in t}, reverse=True)
     scores: dict[str, list[float]] = {}
@@ -243,7 +248,7 @@ def pooled_depth(
         scores[str(d)] = [round(x, 4) for x in mean]
         if best_score is None or mean > best_score:
             best, best_score = d, mean
-    return ("full" if best == levels[0] else best), scores
+    return best, scores
 
 
 def _score(entry: dict[str, Any], objective: str) -> tuple[float, float]:

@@ -225,12 +225,25 @@ def members_depth(members: Sequence[Path], cfg: TrainConfig) -> dict[str, Any]:
     tables = [t for t in tables if t]
     if not tables:
         return {"search_depth": "auto", "why": "the members chose no depth: each model its own"}
+    depth: str | int
     depth, scores = pooled_depth(tables, cfg.operating_point)
+    if depth == _native_level(members):  # the full search (every level the profile has)
+        depth = "full"
     return {
         "search_depth": depth,
         "why": f"pooled over {len(tables)} members' val calibrations",
         "scores": scores,
     }
+
+
+def _native_level(members: Sequence[Path]) -> int | None:
+    """The deepest zoom level of the members' profile (their run's copy), or None."""
+    from inspector.profile import load_profile
+
+    try:
+        return int(load_profile(str(Path(members[0]) / "profile.yaml")).scan.zoom_levels) - 1
+    except (InspectorError, OSError, ValueError):
+        return None
 
 
 def student_teacher(out: Path, members: Sequence[Path], cfg: TrainConfig) -> tuple[str, str]:

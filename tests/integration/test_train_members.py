@@ -119,7 +119,7 @@ def test_members_ensemble_and_student_side_by_side(members_run):
     # The ensemble's and the student's search depth: the members' pooled val evidence.
     depth = read_json(out / "members.json")["search_depth"]
     assert depth["why"] == "pooled over 2 members' val calibrations"
-    assert cfg["search_depth"] == depth["search_depth"] in ("full", 0, 1)
+    assert cfg["search_depth"] == depth["search_depth"] in ("full", 0, 1)  # 2 is "full"
     assert set(depth["scores"]) <= {"0", "1", "2"} and "2" in depth["scores"]
     want = None if depth["search_depth"] == "full" else depth["search_depth"]
     assert op["max_zoom"] == want

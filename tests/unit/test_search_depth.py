@@ -197,10 +197,14 @@ def test_pooled_depth_averages_the_members_and_prefers_the_deeper():
     depth, scores = pooled_depth([a, b], "balanced")
     assert depth == 1 and scores["1"][0] == pytest.approx(0.79)  # 0: 0.70, 2: 0.75
     same = [_entry(2, 0.8), _entry(1, 0.8)]
-    assert pooled_depth([same, same], "balanced")[0] == "full"
+    assert pooled_depth([same, same], "balanced")[0] == 2
     # A depth one member could not calibrate at is out.
     c = [_entry(2, 0.7), _entry(1, 0.9, error=True)]
-    assert pooled_depth([a, c], "balanced")[0] == "full"
+    assert pooled_depth([a, c], "balanced")[0] == 2
+    # Members trained at level 1 tried 1 and 0: their deepest is level 1, not the full
+    # search (which would send the ensemble and the student to native pixels).
+    d1 = [[_entry(1, 0.84), _entry(0, 0.81)], [_entry(1, 0.85), _entry(0, 0.80)]]
+    assert pooled_depth(d1, "balanced")[0] == 1
 
 
 def test_training_rollouts_stop_rather_than_look_deeper():
@@ -308,3 +312,27 @@ def test_the_trained_depth_is_read_from_the_run(tmp_path):
     assert trained_depth(write_ensemble(tmp_path / "ens2", [a, full])) is None
     shutil.rmtree(b)
     assert trained_depth(tmp_path / "ens") is None  # a member gone: not known
+
+
+def test_members_trained_at_level_1_give_their_students_level_1_not_the_full_search(tmp_path):
+    """The seed-12 run of the footage preset: its members, trained one level above native,
+    tried levels 1 and 0 and did best at 1. That is their deepest, but not the profile's
+    native level: the ensemble and the student must stop at 1 (they ran at native, AUROC
+    0.73, when it was called "full")."""
+    from inspector.train.members import members_depth
+
+    prof = Path(__file__).resolve().parents[2] / "reward_profiles" / "magnetic_tile.yaml"
+
+    def member(name: str, entries: list[dict]) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        shutil.copy(prof, d / "profile.yaml")
+        (d / "report.json").write_text(json.dumps({"operating_point": {"depths": entries}}))
+        return d
+
+    cfg = TrainConfig(search_depth="auto", rollout_max_zoom=1)
+    d1 = [member(f"a{i}", [_entry(1, 0.85), _entry(0, 0.80)]) for i in range(2)]
+    assert members_depth(d1, cfg)["search_depth"] == 1
+    full = [member(f"b{i}", [_entry(2, 0.9), _entry(1, 0.8), _entry(0, 0.7)]) for i in range(2)]
+    assert members_depth(full, TrainConfig(search_depth="auto"))["search_depth"] == "full"
+    assert members_depth(full[:1] + d1[:1], cfg)["search_depth"] == 1  # 2 absent in one

@@ -240,8 +240,7 @@ def members_pick(results: list[dict], label: str, objective: str) -> int:
                 table.append(base | {"ok_bias": entry["bias"], "at_bias": entry["val"]})
         tables.append(table)
     goal = "max_false_alarms" if objective == "fa05" else "balanced"
-    depth, _ = pooled_depth(tables, goal)
-    return max(r["max_zoom"] for t in tables for r in t) if depth == "full" else int(depth)
+    return pooled_depth(tables, goal)[0]
 
 
 def notes(results: list[dict]) -> str:
