@@ -170,6 +170,8 @@ def run_train(args: argparse.Namespace) -> int:
         from inspector.commands._members import run_members
 
         args.timesteps = timesteps
+        if args.distill_timesteps is None and not cfg.distill_timesteps:
+            args.distill_timesteps = max(1, int(timesteps * preset.distill_share))
         return run_members(args, cfg)
     res = train_run(
         args.profile,

@@ -69,3 +69,36 @@ def test_a_config_file_changes_only_the_keys_it_sets(tmp_path):
 def test_unknown_preset_is_an_inspector_error():
     with pytest.raises(InspectorError, match="auto, synthetic, footage, none"):
         resolve("fast", "synthetic")
+
+
+def test_members_distil_for_the_presets_share_of_the_members_steps(monkeypatch, tmp_path):
+    """train --members: the footage preset's student distils for a quarter of a member's
+    PPO steps (75,000 of 300,000), the synthetic preset's for half; --distill-timesteps
+    and a config's distill_timesteps still decide where given."""
+    import inspector.commands._members as members_cli
+    from inspector.cli import build_parser
+
+    seen = []
+    monkeypatch.setattr(
+        members_cli, "run_members", lambda args, cfg: seen.append(args.distill_timesteps) or 0
+    )
+    tiles = str(ROOT / "reward_profiles" / "magnetic_tile.yaml")
+    panels = str(ROOT / "reward_profiles" / "lcd_quadrants.yaml")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("distill_timesteps: 123\n")
+
+    def run(profile: str, camera: str, *extra: str) -> int:
+        argv = ["train", "--profile", profile, "--camera", camera, "--param", f"path={tmp_path}",
+                "--out", str(tmp_path / "r"), "--members", "2", *extra]  # fmt: skip
+        if camera == "synthetic":
+            argv = [a for a in argv if a not in ("--param", f"path={tmp_path}")]
+        args = build_parser().parse_args(argv)
+        assert args.func(args) == 0
+        return seen[-1]
+
+    assert PRESETS["footage"].timesteps == 300_000
+    assert run(tiles, "folder") == 75_000
+    assert run(tiles, "folder", "--timesteps", "1000") == 250
+    assert run(panels, "synthetic") == PRESETS["synthetic"].timesteps // 2
+    assert run(tiles, "folder", "--distill-timesteps", "77") == 77
+    assert run(tiles, "folder", "--preset", "footage", "--config", str(cfg)) is None  # 123
