@@ -20,7 +20,10 @@ constant learning rate), trained and run one zoom level above native
 members trained with their rollouts stopped there rank the test tiles at AUROC 0.930 and
 0.933 (means of 4, seeds 4 and 8) where the same seeds trained over every level reach
 0.906 and 0.887 read at that level; their ensembles 0.975 and 0.982 against 0.945 and
-0.956 (docs/benchmarks.md, search_depth).
+0.956 (docs/benchmarks.md, search_depth). Its 300,000 steps: the members' val AUROC was
+still rising at 150,000; continued to 300,000 (seeds 4, 8, 12) members rank the test tiles
+at 0.960 (0.927 at 150,000), ensembles at 0.993 (0.978), students at 0.971 (0.939)
+(docs/benchmarks.md, members_cost).
 """
 
 from __future__ import annotations
