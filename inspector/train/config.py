@@ -20,7 +20,7 @@ OPERATING_POINTS = ("balanced", "max_false_alarms", "min_recall", "none")
 #: ``distill`` values: how ``train --members`` distils its ensemble.
 DISTILL_METHODS = ("supervised", "ppo")
 #: ``distill_init`` values: the member that leads the ensemble and starts the student.
-DISTILL_INITS = ("lead", "best")
+DISTILL_INITS = ("lead", "best", "scratch")
 
 
 @dataclass
@@ -150,7 +150,9 @@ class TrainConfig:
     :param distill_init: the member whose weights the student starts from (and whose
         moves its teacher makes; the exported ensemble stays led by m0): ``best`` (the
         default: the member whose kept model has the best val figure of its own run,
-        ``select_metric``) or ``lead`` (m0).
+        ``select_metric``), ``lead`` (m0) or ``scratch`` (fresh weights with the run's own
+        perception pretraining, so the student may differ from its members, e.g. a wider
+        ``cnn_channels``; its teacher is led by the best member).
     :param supervised_distill_steps: environment steps of supervised distillation from
         the run's teacher (a model or ensemble directory) before PPO; ``train --members``
         sets it for its student with ``distill: supervised``. 0 = none.

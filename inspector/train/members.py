@@ -83,18 +83,20 @@ def student_spec(
     (``out/<ensemble>``, led by it) as its teacher.
 
     Nothing is pretrained again (the lead's perception and cloning carry over), the
-    critic is the lead's (no warm-up). ``cfg.distill``: ``supervised`` distils all
+    critic is the lead's (no warm-up); with ``cfg.distill_init == "scratch"`` the student
+    starts from fresh weights and pretrains its own perception (``perception_samples``). ``cfg.distill``: ``supervised`` distils all
     ``timesteps`` without PPO (:mod:`inspector.train.dagger`); ``ppo`` trains them with
     the hybrid loss whose KL term (weight ``cfg.distill_w_kd``) has the ensemble as teacher.
     """
     ens = (out / ensemble).resolve()
+    scratch = cfg.distill_init == "scratch"
     config = {
         **dataclasses.asdict(cfg),
         "seed": cfg.seed + k,
         "teacher": str(ens),
         "w_kd": cfg.distill_w_kd,
         "bc_samples": 0,
-        "perception_samples": 0,
+        "perception_samples": cfg.perception_samples if scratch else 0,
         "critic_warmup": 0,
         "supervised_distill_steps": int(timesteps) if cfg.distill == "supervised" else 0,
     }
@@ -107,7 +109,7 @@ def student_spec(
         out=str((out / "student").resolve()),
         config=config,
         teacher=str(ens),
-        init_from=str((out / "members" / lead).resolve()),
+        init_from=None if scratch else str((out / "members" / lead).resolve()),
     )
 
 
@@ -265,9 +267,9 @@ def student_teacher(out: Path, members: Sequence[Path], cfg: TrainConfig) -> tup
 
 def lead_member(members: Sequence[Path], cfg: TrainConfig) -> str:
     """The member the student starts from (and whose moves its teacher makes): m0, or
-    with ``cfg.distill_init == "best"`` the member whose kept model has the best val
+    with ``cfg.distill_init`` ``best`` or ``scratch`` the member whose kept model has the best val
     figure of its own run (``select.json``, ``cfg.select_metric``; ties: the first)."""
-    if cfg.distill_init != "best":
+    if cfg.distill_init == "lead":
         return members[0].name
     scores = []
     for m in members:

@@ -129,6 +129,14 @@ def test_the_best_member_on_val_starts_the_student_and_leads_its_teacher(tmp_pat
     spec = student_spec("p.yaml", "synthetic", {}, 8, tmp_path, cfg, 4, first, teacher)
     assert spec.init_from == str((tmp_path / "members" / "m1").resolve())
     assert spec.teacher == str((tmp_path / "ensemble_m1").resolve())
+    # From scratch: no weights carried over, its own perception pretraining, the same
+    # teacher (led by the best member), so its width may differ from the members'.
+    scratch = cfg.replace(distill_init="scratch", perception_samples=300, cnn_channels=16)
+    assert student_teacher(tmp_path, members, scratch) == ("m1", "ensemble_m1")
+    spec = student_spec("p.yaml", "synthetic", {}, 8, tmp_path, scratch, 4, first, teacher)
+    assert spec.init_from is None
+    assert spec.config["perception_samples"] == 300 and spec.config["cnn_channels"] == 16
+    assert spec.teacher == str((tmp_path / "ensemble_m1").resolve())
 
 
 def test_the_aggregate_draws_from_every_round_it_keeps():
