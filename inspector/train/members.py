@@ -84,9 +84,10 @@ def student_spec(
 
     Nothing is pretrained again (the lead's perception and cloning carry over), the
     critic is the lead's (no warm-up); with ``cfg.distill_init == "scratch"`` the student
-    starts from fresh weights and pretrains its own perception (``perception_samples``). ``cfg.distill``: ``supervised`` distils all
-    ``timesteps`` without PPO (:mod:`inspector.train.dagger`); ``ppo`` trains them with
-    the hybrid loss whose KL term (weight ``cfg.distill_w_kd``) has the ensemble as teacher.
+    starts from fresh weights and pretrains its own perception (``perception_samples``).
+    ``cfg.distill``: ``supervised`` distils all ``timesteps`` without PPO
+    (:mod:`inspector.train.dagger`); ``ppo`` trains them with the hybrid loss whose KL
+    term (weight ``cfg.distill_w_kd``) has the ensemble as teacher.
     """
     ens = (out / ensemble).resolve()
     scratch = cfg.distill_init == "scratch"
