@@ -153,6 +153,9 @@ class TrainConfig:
         ``select_metric``), ``lead`` (m0) or ``scratch`` (fresh weights with the run's own
         perception pretraining, so the student may differ from its members, e.g. a wider
         ``cnn_channels``; its teacher is led by the best member).
+    :param student_cnn_channels: with ``train --members K``, the student's glimpse CNN
+        width (0: the members' ``cnn_channels``); a different width needs
+        ``distill_init: scratch``.
     :param supervised_distill_steps: environment steps of supervised distillation from
         the run's teacher (a model or ensemble directory) before PPO; ``train --members``
         sets it for its student with ``distill: supervised``. 0 = none.
@@ -226,6 +229,7 @@ class TrainConfig:
     distill_w_kd: float = 1.0
     distill: str = "supervised"
     distill_init: str = "best"
+    student_cnn_channels: int = 0
     supervised_distill_steps: int = 0
     distill_rounds: int = 12
     distill_passes: float = 4.0
@@ -298,6 +302,15 @@ class TrainConfig:
             raise ValueError(f"distill must be one of {', '.join(DISTILL_METHODS)}")
         if self.distill_init not in DISTILL_INITS:
             raise ValueError(f"distill_init must be one of {', '.join(DISTILL_INITS)}")
+        width = self.student_cnn_channels
+        if isinstance(width, bool) or not isinstance(width, int) or not 0 <= width <= 256:
+            raise ValueError("student_cnn_channels must be a whole number from 0 to 256")
+        if width not in (0, self.cnn_channels) and self.distill_init != "scratch":
+            raise ValueError(
+                f"student_cnn_channels {width} differs from the members' cnn_channels"
+                f" {self.cnn_channels}: such a student cannot start from a member's weights;"
+                " set distill_init: scratch"
+            )
         if self.supervised_distill_steps < 0 or self.distill_rounds < 1:
             raise ValueError("supervised_distill_steps must be >= 0 and distill_rounds >= 1")
         if self.distill_passes <= 0 or self.distill_temperature <= 0 or self.distill_w_moves < 0:

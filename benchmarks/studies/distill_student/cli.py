@@ -94,7 +94,7 @@ def record(student: Path, label: str, note: str, command: str) -> dict:
         "members_run": student.parent.name,
         "steps": spec["timesteps"],
         "distill": "supervised" if cfg.get("supervised_distill_steps") else "ppo",
-        "starts_from": Path(spec["init_from"]).name,
+        "starts_from": Path(spec["init_from"]).name if spec.get("init_from") else "scratch",
         "changes": (spec.get("extra") or {}).get("changes", {}),
     }
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

@@ -136,6 +136,16 @@ def test_the_best_member_on_val_starts_the_student_and_leads_its_teacher(tmp_pat
     spec = student_spec("p.yaml", "synthetic", {}, 8, tmp_path, scratch, 4, first, teacher)
     assert spec.init_from is None
     assert spec.config["perception_samples"] == 300 and spec.config["cnn_channels"] == 16
+    wide = cfg.replace(distill_init="scratch", student_cnn_channels=16)
+    spec = student_spec("p.yaml", "synthetic", {}, 8, tmp_path, wide, 4, first, teacher)
+    assert spec.config["cnn_channels"] == 16 and spec.init_from is None
+    same = student_spec("p.yaml", "synthetic", {}, 8, tmp_path, cfg, 4, first, teacher)
+    assert same.config["cnn_channels"] == cfg.cnn_channels
+    with pytest.raises(ValueError, match="set distill_init: scratch"):
+        cfg.replace(student_cnn_channels=16).validate()
+    for bad in (-1, 2.5, True, 1000):
+        with pytest.raises(ValueError, match="student_cnn_channels must be"):
+            cfg.replace(distill_init="scratch", student_cnn_channels=bad).validate()
     assert spec.teacher == str((tmp_path / "ensemble_m1").resolve())
 
 
