@@ -37,6 +37,8 @@ def test_the_footage_preset_is_the_magnetic_tile_benchmarks_best_agent():
     assert len(notes) == 1 and "zoom level 1 of 0..2" in notes[0]
     # Without the rollout depth (train --search-depth full or a level): every level.
     assert resolve(None, "folder", prof, rollout_depth=False)[1].rollout_max_zoom is None
+    # With --members: a student twice the members' width, from scratch.
+    assert (cfg.distill_init, cfg.student_cnn_channels, cfg.cnn_channels) == ("scratch", 16, 8)
 
 
 def test_every_data_preset_keeps_the_best_model_and_chooses_an_operating_point():
@@ -72,9 +74,9 @@ def test_unknown_preset_is_an_inspector_error():
 
 
 def test_members_distil_for_the_presets_share_of_the_members_steps(monkeypatch, tmp_path):
-    """train --members: the footage preset's student distils for a quarter of a member's
-    PPO steps (75,000 of 300,000), the synthetic preset's for half; --distill-timesteps
-    and a config's distill_timesteps still decide where given."""
+    """train --members: the footage preset's student distils for half a member's PPO
+    steps (150,000 of 300,000), as the synthetic preset's does; --distill-timesteps and
+    a config's distill_timesteps still decide where given."""
     import inspector.commands._members as members_cli
     from inspector.cli import build_parser
 
@@ -97,8 +99,8 @@ def test_members_distil_for_the_presets_share_of_the_members_steps(monkeypatch, 
         return seen[-1]
 
     assert PRESETS["footage"].timesteps == 300_000
-    assert run(tiles, "folder") == 75_000
-    assert run(tiles, "folder", "--timesteps", "1000") == 250
+    assert run(tiles, "folder") == 150_000
+    assert run(tiles, "folder", "--timesteps", "1000") == 500
     assert run(panels, "synthetic") == PRESETS["synthetic"].timesteps // 2
     assert run(tiles, "folder", "--distill-timesteps", "77") == 77
     assert run(tiles, "folder", "--preset", "footage", "--config", str(cfg)) is None  # 123
