@@ -309,7 +309,7 @@ class TrainConfig:
             raise ValueError(
                 f"student_cnn_channels {width} differs from the members' cnn_channels"
                 f" {self.cnn_channels}: such a student cannot start from a member's weights;"
-                " set distill_init: scratch"
+                " set distill_init: scratch, or student_cnn_channels: 0 for the members' width"
             )
         if self.supervised_distill_steps < 0 or self.distill_rounds < 1:
             raise ValueError("supervised_distill_steps must be >= 0 and distill_rounds >= 1")
