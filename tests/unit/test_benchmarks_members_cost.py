@@ -112,3 +112,8 @@ def test_the_students_distillation_is_part_of_the_recipe(tmp_path):
     newer = _saved(2, 0.92)
     newer["benchmark"]["config"]["distill"] = way
     assert "Over seeds 1, 2 (r_s1, r_s2)" in seeds_table([old, new, newer])
+    # A student from scratch at another width: its width is part of the recipe.
+    wide = {**cfg, "distill_init": "scratch", "student_cnn_channels": 16}
+    (run / "student" / "member.json").write_text(json.dumps({"config": wide}))
+    assert mc.student_distillation(run)["student_cnn_channels"] == 16
+    assert "from scratch, width 16" in mc._way({"distill": mc.student_distillation(run)})

@@ -122,7 +122,11 @@ def student_distillation(run: Path) -> dict:
     spec = _read(run / "student" / "member.json", {}) or {}
     cfg = spec.get("config") or {}
     way = cfg.get("distill", "ppo")
-    keys = ("distill_init", "distill_rounds") if way == "supervised" else ("distill_w_kd",)
+    keys = (
+        ("distill_init", "distill_rounds", "student_cnn_channels")
+        if way == "supervised"
+        else ("distill_w_kd",)
+    )
     return {"distill": way, **{k: cfg[k] for k in keys if k in cfg}}
 
 
@@ -251,6 +255,9 @@ KEYS = ("balanced_accuracy", "defect_recall", "false_alarm_rate", "defect_auroc"
 
 def _way(cfg: dict) -> str:
     d = cfg.get("distill") or {"distill": "ppo"}  # recorded before the field: PPO
+    if d.get("distill") == "supervised" and d.get("distill_init") == "scratch":
+        width = d.get("student_cnn_channels") or "the members'"
+        return f" (supervised distillation from scratch, width {width})"
     if d.get("distill") == "supervised":
         return f" (supervised distillation from the {d.get('distill_init', 'lead')} member)"
     return " (PPO distillation)"
