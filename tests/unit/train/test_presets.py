@@ -37,8 +37,8 @@ def test_the_footage_preset_is_the_magnetic_tile_benchmarks_best_agent():
     assert len(notes) == 1 and "zoom level 1 of 0..2" in notes[0]
     # Without the rollout depth (train --search-depth full or a level): every level.
     assert resolve(None, "folder", prof, rollout_depth=False)[1].rollout_max_zoom is None
-    # With --members: a student twice the members' width, from scratch.
-    assert (cfg.distill_init, cfg.student_cnn_channels, cfg.cnn_channels) == ("scratch", 16, 8)
+    # With --members: a student four times the members' width, from scratch.
+    assert (cfg.distill_init, cfg.student_cnn_channels, cfg.cnn_channels) == ("scratch", 32, 8)
 
 
 def test_every_data_preset_keeps_the_best_model_and_chooses_an_operating_point():
