@@ -23,6 +23,11 @@ DISTILL_METHODS = ("supervised", "ppo")
 DISTILL_INITS = ("lead", "best", "scratch")
 
 
+def _count(value: object) -> bool:
+    """A whole number >= 0 (not a bool, not a float)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 @dataclass
 class TrainConfig:
     """Training settings (YAML keys are the field names; CLI flags override).
@@ -251,7 +256,7 @@ class TrainConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         n = self.final_eval_episodes
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+        if n is not None and not _count(n):
             raise ValueError(f"final_eval_episodes must be a count >= 0 or null (all), got {n!r}")
         for name in ("bc_samples", "perception_samples", "critic_warmup", "distill_timesteps"):
             if getattr(self, name) < 0:
@@ -286,12 +291,10 @@ class TrainConfig:
         if needs_target and not 0.0 <= float(self.operating_target) <= 1.0:
             raise ValueError(f"operating_target must be 0..1, got {self.operating_target}")
         depth = self.search_depth
-        if depth not in ("auto", "full") and (
-            isinstance(depth, bool) or not isinstance(depth, int) or depth < 0
-        ):
+        if depth not in ("auto", "full") and not _count(depth):
             raise ValueError(f"search_depth must be auto, full or a zoom level, got {depth!r}")
         z = self.rollout_max_zoom
-        if z is not None and (isinstance(z, bool) or not isinstance(z, int) or z < 0):
+        if z is not None and not _count(z):
             raise ValueError(f"rollout_max_zoom must be a zoom level (0, 1, ...), got {z!r}")
         if self.w_rl + self.w_sl + self.w_kd <= 0:
             raise ValueError("w_rl + w_sl + w_kd must be positive")
@@ -303,7 +306,7 @@ class TrainConfig:
         if self.distill_init not in DISTILL_INITS:
             raise ValueError(f"distill_init must be one of {', '.join(DISTILL_INITS)}")
         width = self.student_cnn_channels
-        if isinstance(width, bool) or not isinstance(width, int) or not 0 <= width <= 256:
+        if not _count(width) or width > 256:
             raise ValueError("student_cnn_channels must be a whole number from 0 to 256")
         if width not in (0, self.cnn_channels) and self.distill_init != "scratch":
             raise ValueError(
