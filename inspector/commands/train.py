@@ -171,7 +171,7 @@ def run_train(args: argparse.Namespace) -> int:
 
         args.timesteps = timesteps
         if args.distill_timesteps is None and not cfg.distill_timesteps:
-            args.distill_timesteps = max(1, int(timesteps * preset.distill_share))
+            args.distill_timesteps = max(1, round(timesteps * preset.distill_share))
         return run_members(args, cfg)
     res = train_run(
         args.profile,

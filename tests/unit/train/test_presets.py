@@ -74,9 +74,9 @@ def test_unknown_preset_is_an_inspector_error():
 
 
 def test_members_distil_for_the_presets_share_of_the_members_steps(monkeypatch, tmp_path):
-    """train --members: the footage preset's student distils for half a member's PPO
-    steps (150,000 of 300,000), as the synthetic preset's does; --distill-timesteps and
-    a config's distill_timesteps still decide where given."""
+    """train --members: the footage preset's student distils for a third of a member's
+    PPO steps (100,000 of 300,000, in rounds of 12,500), the synthetic preset's for half;
+    --distill-timesteps and a config's distill_timesteps still decide where given."""
     import inspector.commands._members as members_cli
     from inspector.cli import build_parser
 
@@ -99,8 +99,14 @@ def test_members_distil_for_the_presets_share_of_the_members_steps(monkeypatch, 
         return seen[-1]
 
     assert PRESETS["footage"].timesteps == 300_000
-    assert run(tiles, "folder") == 150_000
-    assert run(tiles, "folder", "--timesteps", "1000") == 500
+    assert run(tiles, "folder") == 100_000
+    assert run(tiles, "folder", "--timesteps", "1000") == 333
     assert run(panels, "synthetic") == PRESETS["synthetic"].timesteps // 2
     assert run(tiles, "folder", "--distill-timesteps", "77") == 77
+    # the rounds the share was chosen on: 12,500 steps each (a check after each)
+    from inspector.train.dagger import DistillSettings
+
+    _, footage, _ = resolve("footage", "folder")
+    rounds = DistillSettings(steps=100_000, rounds=footage.distill_rounds)
+    assert rounds.round_steps(footage.n_envs) == 12_500
     assert run(tiles, "folder", "--preset", "footage", "--config", str(cfg)) is None  # 123
