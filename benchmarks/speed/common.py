@@ -11,7 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchmarks.harness import ROOT
+from inspector.policy.base import INPUT_NAMES, Policy
 from inspector.station.mqtt import LinkStatus
 
 TRAIN_CONFIG = (
@@ -88,3 +91,39 @@ class MemoryReporter:
 
     def close(self, flush_timeout: float = 0.0) -> bool:
         return True
+
+
+def percentiles(samples: list[float]) -> tuple[float, float, float]:
+    """(p50, p99, mean) of ``samples``."""
+    x = np.asarray(samples, dtype=np.float64)
+    return float(np.percentile(x, 50)), float(np.percentile(x, 99)), float(x.mean())
+
+
+def glimpse_latency(
+    policy: Policy,
+    obs: dict[str, np.ndarray],
+    n: int,
+    warmup: int = 50,
+    max_s: float = float("inf"),
+) -> list[float]:
+    """Seconds per batch-1 ``forward`` call, ``n`` calls cycling through ``obs``.
+
+    :param max_s: stop early after this many seconds (at least 20 calls are timed), so a
+        backend that stalls on a loaded machine cannot hold the run for long.
+    """
+    m = len(obs["state"])
+    batches = [{k: obs[k][i : i + 1] for k in INPUT_NAMES} for i in range(min(m, n + warmup))]
+    for i in range(warmup):
+        policy.forward(batches[i % len(batches)])
+    out: list[float] = []
+    pc = time.perf_counter
+    start = pc()
+    for i in range(n):
+        b = batches[(warmup + i) % len(batches)]
+        t0 = pc()
+        policy.forward(b)
+        t1 = pc()
+        out.append(t1 - t0)
+        if t1 - start > max_s and len(out) >= 20:
+            break
+    return out

@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.harness import ROOT, load_average, parser, table, write_section
-from inspector.policy.base import INPUT_NAMES, Policy
+from benchmarks.speed.common import glimpse_latency, percentiles
+from inspector.policy.base import Policy
 from inspector.train.config import TrainConfig
 
 PROFILE = str(ROOT / "reward_profiles" / "lcd_panel.yaml")
@@ -58,42 +59,6 @@ class NoStop(Policy):
         a = np.array(a, copy=True)
         a[:, self.stop_action] = -np.inf
         return a, p, v
-
-
-def percentiles(samples: list[float]) -> tuple[float, float, float]:
-    """(p50, p99, mean) of ``samples``."""
-    x = np.asarray(samples, dtype=np.float64)
-    return float(np.percentile(x, 50)), float(np.percentile(x, 99)), float(x.mean())
-
-
-def glimpse_latency(
-    policy: Policy,
-    obs: dict[str, np.ndarray],
-    n: int,
-    warmup: int = 50,
-    max_s: float = float("inf"),
-) -> list[float]:
-    """Seconds per batch-1 ``forward`` call, ``n`` calls cycling through ``obs``.
-
-    :param max_s: stop early after this many seconds (at least 20 calls are timed), so a
-        backend that stalls on a loaded machine cannot hold the run for long.
-    """
-    m = len(obs["state"])
-    batches = [{k: obs[k][i : i + 1] for k in INPUT_NAMES} for i in range(min(m, n + warmup))]
-    for i in range(warmup):
-        policy.forward(batches[i % len(batches)])
-    out: list[float] = []
-    pc = time.perf_counter
-    start = pc()
-    for i in range(n):
-        b = batches[(warmup + i) % len(batches)]
-        t0 = pc()
-        policy.forward(b)
-        t1 = pc()
-        out.append(t1 - t0)
-        if t1 - start > max_s and len(out) >= 20:
-            break
-    return out
 
 
 def part_latency(

@@ -234,3 +234,20 @@ def test_the_ensemble_carries_its_operating_point_into_the_onnx(members_run, tmp
 
     assert bias_of(out / "ens_calibrated", shas) == 1.25
     assert bias_of(out / "ens_other_files", shas[::-1]) == 0.0
+
+
+def test_the_student_latency_benchmark_times_member_ensemble_and_student(members_run):
+    """benchmarks.speed.student on a finished run: the three models exported and timed,
+    the member the baseline; figures only, no timing asserted."""
+    from benchmarks.speed import student
+
+    out, _, _ = members_run
+    m = student.measure(out, out.parent / "latency", n_obs=16, n_calls=20, max_s=5.0)
+    models = m["models"]
+    assert list(models) == ["member", "ensemble", "student"] and m["lead"] == "m0"
+    assert all(x["p50_ms"] > 0 and x["calls"] == 20 for x in models.values())
+    # the ensemble graph holds both members' weights; the tiny student is wider than them
+    assert models["ensemble"]["parameters"] > models["member"]["parameters"]
+    assert models["student"]["parameters"] > models["member"]["parameters"]
+    body, _ok = student.report("tiny", m)
+    assert "| member (m0, the lead) |" in body and "1.00x" in body
