@@ -42,6 +42,62 @@ def train(run: Path, name: str, steps: int, changes: dict) -> Path:
     return Path(spec.out)
 
 
+def prefix_choice(checks: list[dict], steps: int, metric: str, folder: Path) -> dict | None:
+    """The val check a run stopped at ``steps`` keeps (as the run chooses: the later of
+    equals, :func:`inspector.train.select.better_or_equal`), among those with a
+    checkpoint in ``folder``; with its ``checkpoint`` path. None: no such check."""
+    from inspector.train.select import better_or_equal
+
+    best = None
+    for c in checks:
+        ckpt = folder / f"ckpt_{c['steps']:09d}.zip"
+        if 0 < c["steps"] <= steps and ckpt.is_file():
+            if best is None or better_or_equal(c, best, metric):
+                best = {**c, "checkpoint": ckpt}
+    return best
+
+
+def prefix(student: Path, steps: int, out: Path) -> Path:
+    """The model a run of ``student``'s recipe stopped at ``steps`` would keep, as a
+    student folder ``out``: with a constant learning rate and rounds of the same size a
+    shorter run is the first rounds of the longer one, so its kept model is the best of
+    those rounds' val checks (chosen as the run chooses: :func:`better_or_equal`), taken
+    from the longer run's checkpoints. Its search depth and ok bias are chosen again on
+    the val frames (``calibrate``, as the run's end does). Nothing else is measured: the
+    folder holds no cost.json (the shorter run's CPU was not spent)."""
+    import shutil
+
+    from inspector.cli import main as inspector_main
+
+    spec = json.loads((student / "member.json").read_text())
+    metric = spec["config"].get("select_metric", "defect_auroc")
+    checks = json.loads((student / "select.json").read_text())["checks"]
+    best = prefix_choice(checks, steps, metric, student / "checkpoints")
+    if best is None:
+        raise SystemExit(f"{student} has no checkpoint with a val check at <= {steps:,} steps")
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(student, out, ignore=shutil.ignore_patterns("checkpoints", "tb", "cost.json"))
+    for name in ("model.zip", "best.zip"):
+        shutil.copyfile(best["checkpoint"], out / name)
+    (out / "operating_point.json").unlink(missing_ok=True)
+    shown = sum(c["steps"] <= steps for c in checks)
+    why = (f"the first {steps:,} steps of {student.name} ({spec['timesteps']:,}): the best of"
+           f" their {shown} val checks is at {best['steps']:,} steps ({metric}"
+           f" {best[metric]:.3f})")  # fmt: skip
+    extra = {**(spec.get("extra") or {}), "prefix": why, "prefix_of": student.name}
+    spec = {**spec, "timesteps": steps, "out": str(out.resolve()), "extra": extra}
+    (out / "member.json").write_text(json.dumps(spec, indent=1))
+    params = [a for k, v in spec["params"].items() for a in ("--param", f"{k}={v}")]
+    params = [a if a != "split=train" else "split=val" for a in params]
+    if "split=val" not in params:
+        raise SystemExit(f"{student} was not trained on a manifest's train split: no val frames")
+    code = inspector_main(["calibrate", str(out), "--camera", spec["camera"], *params])
+    if code:
+        raise SystemExit(f"calibrate failed on {out} ({code})")
+    return out
+
+
 def figures(student: Path) -> dict:
     """The student's figures: biases chosen on val, figures on test at them."""
     from inspector.policy.operating_point import choose_bias, defect_auroc, rates_at
@@ -58,7 +114,8 @@ def figures(student: Path) -> dict:
     fa5, at_val5 = choose_bias(pv, yv, om, "max_false_alarms", 0.05)
     t_bal, t_fa5 = rates_at(pt, yt, om, bal), rates_at(pt, yt, om, fa5)
     report = json.loads((student / "report.json").read_text())
-    cost = json.loads((student / "cost.json").read_text())
+    spent = student / "cost.json"  # none: a prefix (its own CPU was not spent)
+    cost = json.loads(spent.read_text()) if spent.is_file() else {}
     members_s = sum(
         json.loads(p.read_text()).get("cpu_s", 0.0)
         for p in (student.parent / "members").glob("m*/cost.json")
@@ -76,11 +133,12 @@ def figures(student: Path) -> dict:
         "test_false_alarms_balanced": t_bal["false_alarm_rate"],
         "test_recall_fa5": t_fa5["defect_recall"],
         "test_false_alarms_fa5": t_fa5["false_alarm_rate"],
+        "test_balanced_fa5": t_fa5["balanced_accuracy"],
         "test_auroc": defect_auroc(pt, yt != 0),
         "pixel_fraction": report.get("pixel_fraction"),
-        "kept": (report.get("kept") or {}).get("why"),
-        "cpu_min": cost.get("cpu_s", 0.0) / 60.0,
-        "cpu_min_to_deployable": (members_s + cost.get("cpu_s", 0.0)) / 60.0,
+        "kept": (spec.get("extra") or {}).get("prefix") or (report.get("kept") or {}).get("why"),
+        "cpu_min": cost["cpu_s"] / 60.0 if cost else None,
+        "cpu_min_to_deployable": (members_s + cost["cpu_s"]) / 60.0 if cost else None,
         "phases_cpu_s": cost.get("phases", {}),
     }
 
@@ -97,6 +155,8 @@ def record(student: Path, label: str, note: str, command: str) -> dict:
         "starts_from": Path(spec["init_from"]).name if spec.get("init_from") else "scratch",
         "changes": (spec.get("extra") or {}).get("changes", {}),
     }
+    if (spec.get("extra") or {}).get("prefix_of"):
+        config["prefix_of"] = spec["extra"]["prefix_of"]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     result = {"note": note, "command": command, "recorded": stamp, **figures(student)}
     return save_result(FOLDER / f"{label}.json", STUDY, config, result)
@@ -107,7 +167,8 @@ def _f(v: object, digits: int = 3) -> str:
 
 
 HEADS = ["attempt", "distillation", "starts from", "steps", "val AUROC", "val balanced",
-         "test balanced (val's balanced point)", "test recall / false alarms at <= 5 % FA on val",
+         "test balanced (val's balanced point)",
+         "test recall / false alarms / balanced at <= 5 % FA on val",
          "test AUROC", "pixel fraction", "CPU-min (distillation run)",
          "CPU-min to deployable"]  # fmt: skip
 
@@ -119,11 +180,14 @@ def report(results: list[dict]) -> str:
     for d in results:
         c = d["benchmark"]["config"]
         changes = ", ".join(f"{k}={v}" for k, v in c["changes"].items()) or "as recorded"
+        if c.get("prefix_of"):
+            changes += f"; the first {c['steps']:,} steps of {c['prefix_of']}"
         rows.append([
             c["label"], f"{c['distill']} ({changes})", c.get("starts_from", "m0"),
             f"{c['steps']:,}", _f(d["val_auroc"]),
             _f(d["val_balanced"]), _f(d["test_balanced"]),
-            f"{_f(d['test_recall_fa5'])} / {_f(d['test_false_alarms_fa5'])}",
+            f"{_f(d['test_recall_fa5'])} / {_f(d['test_false_alarms_fa5'])}"
+            f" / {_f(d.get('test_balanced_fa5'))}",
             _f(d["test_auroc"]), _f(d["pixel_fraction"]), _f(d["cpu_min"], 1),
             _f(d["cpu_min_to_deployable"], 1),
         ])  # fmt: skip
@@ -133,7 +197,9 @@ def report(results: list[dict]) -> str:
         " of 150,000 steps, seed 0), one per way of distilling their ensemble. Val split"
         " (130 tiles) for every choice (the kept checkpoint, both ok biases); test split"
         " (263 tiles) only for the figures. CPU minutes: user+system of the student's"
-        " run on a 2-core machine shared with other jobs (one torch thread).\n\n"
+        " run on a 2-core machine shared with other jobs (one torch thread); none for a"
+        " prefix (`prefix`: the model a shorter run of the same rounds keeps, taken from a"
+        " longer run's checkpoints, whose CPU was not spent on its own).\n\n"
         + table(HEADS, rows)
         + "\n"
         + "\n".join(notes)
@@ -150,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--steps", type=int, required=True, help="its environment steps")
     tr.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="a TrainConfig change (YAML value)")  # fmt: skip
+    pre = sub.add_parser("prefix", help="the model a shorter run would keep, from a longer run")
+    pre.add_argument("student", type=Path, help="a finished student folder (with checkpoints)")
+    pre.add_argument("--steps", type=int, required=True, help="the shorter run's steps")
+    pre.add_argument("--out", type=Path, required=True, help="where the prefix student goes")
     rec = sub.add_parser("record", help="save a finished student's figures, rewrite the section")
     rec.add_argument("student", type=Path)
     rec.add_argument("--label", required=True)
@@ -162,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         out = train(args.run, args.name, args.steps, changes)
         print(f"trained {out} in {time.time() - t0:.0f} s wall")
+        return 0
+    if args.verb == "prefix":
+        print(f"wrote {prefix(args.student, args.steps, args.out)}")
         return 0
     if args.verb == "record":
         record(args.student, args.label, args.note, args.command)
