@@ -15,6 +15,7 @@ from typing import Any
 from inspector.errors import InspectorError
 from inspector.files import atomic_path, write_atomic
 from inspector.profile import Profile, load_profile
+from inspector.progress import ProgressLine
 from inspector.train.build import (
     build_model,
     cosine_schedule,
@@ -27,6 +28,7 @@ from inspector.train.callbacks import run_callback
 from inspector.train.checkpoints import read_latest, resume_model, save_checkpoint
 from inspector.train.config import TrainConfig
 from inspector.train.phases import PhaseClock
+from inspector.train.watch import write_progress
 
 #: The names callers (retraining, the benchmarks) import from here, the run's pieces
 #: included.
@@ -242,12 +244,17 @@ def _distil_rounds(
 
     rounds = out / "distill.json"  # each round's losses (a resumed run goes on with them)
     history: list = json.loads(rounds.read_text()) if rounds.is_file() else []
+    # progress.json after each round: the train --members parent's lines show the
+    # student's steps and ETA as they show a member's (no lines of its own: one a round)
+    line = ProgressLine(f"distil {out.name}", steps, start=model.num_timesteps, every=1e9)
 
     def after_round(m: Any, k: int, losses: dict[str, float]) -> None:
         save_checkpoint(m, out)
         clock.flush()
         history.append(losses)
         write_atomic(rounds, json.dumps(history, indent=1))
+        figure = f"KL {losses['kl_verdict']:.3f}"
+        write_progress(out, line, m.num_timesteps, figure, finished=m.num_timesteps >= steps)
         logging.getLogger("inspector.progress").info(
             "distil %s: %s/%s steps, KL verdict %.4f, moves %.4f", out.name,
             f"{m.num_timesteps:,}", f"{steps:,}", losses["kl_verdict"], losses["kl_moves"],

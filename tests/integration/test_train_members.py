@@ -122,6 +122,9 @@ def test_members_ensemble_and_student_side_by_side(members_run):
     assert cfg["teacher"] == str(teacher.resolve()) and cfg["w_kd"] == 1.0
     assert cfg["supervised_distill_steps"] == DISTILL_STEPS  # distill: supervised
     assert latest_step(student) == DISTILL_STEPS
+    # its progress.json (what the parent's lines show) counts the distillation's steps
+    prog = read_json(student / "progress.json")
+    assert (prog["done"], prog["total"], prog["finished"]) == (DISTILL_STEPS, DISTILL_STEPS, True)
     # The ensemble's and the student's search depth: the members' pooled val evidence.
     depth = read_json(out / "members.json")["search_depth"]
     assert depth["why"] == "pooled over 2 members' val calibrations"
