@@ -125,16 +125,28 @@ class MembersResult:
     summary: dict[str, Any]
 
 
+#: The ``train`` option that sets each of a run's asked settings.
+_FLAGS = {
+    "members": "--members",
+    "timesteps": "--timesteps",
+    "distill_timesteps": "--distill-timesteps",
+    "seed": "--seed",
+}
+
+
 def _check_same_run(out: Path, asked: Mapping[str, Any]) -> None:
-    """On --resume, refuse settings that differ from the run's."""
+    """On --resume, refuse settings that differ from the run's (a preset's defaults may
+    have changed since it started: the error names the option that restores them)."""
     have = read_json(out / SUMMARY_FILE, {}).get("asked")
     if not have:
         return
     for key, value in asked.items():
         if key in have and have[key] != value:
+            flag = _FLAGS.get(key)
+            how = f"add {flag} {have[key]}" if flag else "use the same settings"
             raise InspectorError(
-                f"{out} was started with {key}={have[key]!r}, not {value!r}; resume it with"
-                " the same settings or choose another --out"
+                f"{out} was started with {key}={have[key]!r}, not {value!r}; to resume it,"
+                f" {how}; or choose another --out"
             )
 
 
