@@ -248,6 +248,7 @@ class TrainConfig:
         for name in ("n_envs", "n_steps", "batch_size", "n_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        self._validate_network()
         if self.vec_env not in ("subproc", "dummy"):
             raise ValueError(f"vec_env must be 'subproc' or 'dummy', got {self.vec_env!r}")
         if not 0.0 < self.gamma <= 1.0:
@@ -299,6 +300,18 @@ class TrainConfig:
         if self.w_rl + self.w_sl + self.w_kd <= 0:
             raise ValueError("w_rl + w_sl + w_kd must be positive")
         self._validate_distillation()
+
+    def _validate_network(self) -> None:
+        """The network's sizes: a zero or negative width fails here, not inside torch."""
+        if not _count(self.cnn_channels) or not 1 <= self.cnn_channels <= 256:
+            raise ValueError(
+                f"cnn_channels must be a whole number from 1 to 256, got {self.cnn_channels!r}"
+            )
+        if not _count(self.features_dim) or self.features_dim < 1:
+            raise ValueError(f"features_dim must be at least 1, got {self.features_dim!r}")
+        arch = self.net_arch
+        if not isinstance(arch, list) or not all(_count(n) and n >= 1 for n in arch):
+            raise ValueError(f"net_arch must be a list of layer sizes >= 1, got {arch!r}")
 
     def _validate_distillation(self) -> None:
         if self.distill not in DISTILL_METHODS:

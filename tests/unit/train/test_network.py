@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from inspector.train.config import TrainConfig
@@ -152,3 +153,21 @@ def test_skipping_empty_memory_slots_changes_neither_features_nor_gradients(monk
     assert torch.allclose(fast, full, atol=1e-6)
     assert len(fast_grads) == len(full_grads)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(fast_grads, full_grads))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"cnn_channels": 0}, "cnn_channels must be a whole number from 1 to 256"),
+        ({"cnn_channels": -3}, "cnn_channels must be"),
+        ({"cnn_channels": 300}, "cnn_channels must be"),
+        ({"cnn_channels": True}, "cnn_channels must be"),
+        ({"features_dim": 0}, "features_dim must be at least 1"),
+        ({"net_arch": [64, 0]}, "net_arch must be a list of layer sizes"),
+    ],
+)
+def test_a_network_size_that_cannot_work_is_refused_before_torch_sees_it(change, message):
+
+    TrainConfig(cnn_channels=1, features_dim=1, net_arch=[]).validate()  # the smallest
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**change).validate()
