@@ -117,12 +117,12 @@ def report(label: str, m: dict) -> tuple[str, bool]:
     base = m["models"]["member"]
     rows = []
     for name, x in m["models"].items():
-        label = f"member ({m['lead']}, the lead)" if name == "member" else name
+        shown = f"member ({m['lead']}, the lead)" if name == "member" else name
         steps = x["steps_per_part"]
         part = x["mean_ms"] * steps if steps else None
         base_part = base["mean_ms"] * base["steps_per_part"] if base["steps_per_part"] else None
         rows.append([
-            label, f"{x['parameters']:,}", f"{x['bytes'] / 1024:,.0f}", f"{x['p50_ms']:.3f}",
+            shown, f"{x['parameters']:,}", f"{x['bytes'] / 1024:,.0f}", f"{x['p50_ms']:.3f}",
             f"{x['p99_ms']:.3f}", f"{x['p50_ms'] / base['p50_ms']:.2f}x",
             "-" if steps is None else f"{steps:.2f}",
             "-" if part is None else f"{part:.2f}",

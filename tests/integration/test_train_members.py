@@ -254,3 +254,4 @@ def test_the_student_latency_benchmark_times_member_ensemble_and_student(members
     assert models["student"]["parameters"] > models["member"]["parameters"]
     body, _ok = student.report("tiny", m)
     assert "| member (m0, the lead) |" in body and "1.00x" in body
+    assert "the `train --members` run `tiny`" in body
