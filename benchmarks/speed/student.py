@@ -115,12 +115,12 @@ def measure(run: Path, workdir: Path, n_obs: int, n_calls: int, max_s: float) ->
 def report(label: str, m: dict) -> tuple[str, bool]:
     """The markdown body and whether the student costs less per glimpse than the ensemble."""
     base = m["models"]["member"]
+    base_part = base["mean_ms"] * base["steps_per_part"] if base["steps_per_part"] else None
     rows = []
     for name, x in m["models"].items():
         shown = f"member ({m['lead']}, the lead)" if name == "member" else name
         steps = x["steps_per_part"]
         part = x["mean_ms"] * steps if steps else None
-        base_part = base["mean_ms"] * base["steps_per_part"] if base["steps_per_part"] else None
         rows.append([
             shown, f"{x['parameters']:,}", f"{x['bytes'] / 1024:,.0f}", f"{x['p50_ms']:.3f}",
             f"{x['p99_ms']:.3f}", f"{x['p50_ms'] / base['p50_ms']:.2f}x",

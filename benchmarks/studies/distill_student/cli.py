@@ -68,9 +68,15 @@ def prefix(student: Path, steps: int, out: Path) -> Path:
     import shutil
 
     from inspector.cli import main as inspector_main
+    from inspector.train.config import TrainConfig
+    from inspector.train.select import val_params
 
     spec = json.loads((student / "member.json").read_text())
-    metric = spec["config"].get("select_metric", "defect_auroc")
+    cfg = TrainConfig.load(student / "config.yaml")  # the run's own config
+    val, found = val_params(spec["camera"], spec["params"], cfg)
+    if val is None:
+        raise SystemExit(f"{student}: no val frames to choose its depth and ok bias on ({found})")
+    metric = cfg.select_metric
     checks = json.loads((student / "select.json").read_text())["checks"]
     best = prefix_choice(checks, steps, metric, student / "checkpoints")
     if best is None:
@@ -88,10 +94,7 @@ def prefix(student: Path, steps: int, out: Path) -> Path:
     extra = {**(spec.get("extra") or {}), "prefix": why, "prefix_of": student.name}
     spec = {**spec, "timesteps": steps, "out": str(out.resolve()), "extra": extra}
     (out / "member.json").write_text(json.dumps(spec, indent=1))
-    params = [a for k, v in spec["params"].items() for a in ("--param", f"{k}={v}")]
-    params = [a if a != "split=train" else "split=val" for a in params]
-    if "split=val" not in params:
-        raise SystemExit(f"{student} was not trained on a manifest's train split: no val frames")
+    params = [a for k, v in val.items() for a in ("--param", f"{k}={v}")]
     code = inspector_main(["calibrate", str(out), "--camera", spec["camera"], *params])
     if code:
         raise SystemExit(f"calibrate failed on {out} ({code})")

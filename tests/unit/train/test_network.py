@@ -167,7 +167,6 @@ def test_skipping_empty_memory_slots_changes_neither_features_nor_gradients(monk
     ],
 )
 def test_a_network_size_that_cannot_work_is_refused_before_torch_sees_it(change, message):
-
     TrainConfig(cnn_channels=1, features_dim=1, net_arch=[]).validate()  # the smallest
     with pytest.raises(ValueError, match=message):
         TrainConfig(**change).validate()
