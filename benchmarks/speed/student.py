@@ -52,9 +52,11 @@ def _rows_by_name(run: Path) -> dict[str, dict]:
     return {r["name"]: r for r in data["rows"]}
 
 
-def export_models(run: Path, out: Path) -> tuple[dict[str, Path], str]:
-    """The lead member, the ensemble and the student of ``run`` as ONNX files in ``out``,
-    and the lead's name."""
+def export_models(
+    run: Path, out: Path, students: tuple[str, ...] = ("student",)
+) -> tuple[dict[str, Path], str]:
+    """The lead member, the ensemble and each of ``students`` (folders of ``run``) of
+    ``run`` as ONNX files in ``out``, and the lead's name."""
     from inspector.export.onnx import export_onnx
     from inspector.train.distill import ensemble_members
 
@@ -64,9 +66,21 @@ def export_models(run: Path, out: Path) -> tuple[dict[str, Path], str]:
         "ensemble": export_onnx(
             lead, out / "ensemble.onnx", ensemble=rest, ensemble_dir=run / "ensemble"
         ),
-        "student": export_onnx(run / "student", out / "student.onnx"),
     }
+    for name in students:
+        if not (run / name / "model.zip").is_file():
+            raise SystemExit(f"{run / name} holds no model.zip: not a finished student")
+        paths[name] = export_onnx(run / name, out / f"{name}.onnx")
     return paths, Path(lead).name
+
+
+def _steps_per_part(run: Path, name: str, rows: dict[str, dict]) -> float | None:
+    """Mean steps per part in the closing evaluation: the run's table, else the
+    folder's own report.json (a student trained beside the run's own)."""
+    if name in rows:
+        return rows[name].get("mean_steps")
+    report = run / name / "report.json"
+    return json.loads(report.read_text()).get("mean_steps") if report.is_file() else None
 
 
 def _frames(student: Path) -> tuple[str, dict, str]:
@@ -83,23 +97,30 @@ def _frames(student: Path) -> tuple[str, dict, str]:
     return spec.camera, dict(spec.params), "the run's training frames (it has no val frames)"
 
 
-def measure(run: Path, workdir: Path, n_obs: int, n_calls: int, max_s: float) -> dict:
-    """Export, record observations on the val frames, time each model; the figures."""
+def measure(
+    run: Path,
+    workdir: Path,
+    n_obs: int,
+    n_calls: int,
+    max_s: float,
+    students: tuple[str, ...] = ("student",),
+) -> dict:
+    """Export, record observations on the val frames, time each model; the figures.
+    The observations are those of the first student's episodes."""
     from inspector.export.onnx import record_observations
     from inspector.policy.onnx_backend import OrtPolicy
 
     rows = _rows_by_name(run)
-    paths, lead = export_models(run, workdir)
-    camera, params, frames = _frames(run / "student")
+    paths, lead = export_models(run, workdir, students)
+    camera, params, frames = _frames(run / students[0])
     cpu = ["CPUExecutionProvider"]
     policies = {k: OrtPolicy(p, providers=cpu, threads=1) for k, p in paths.items()}
-    obs = record_observations(policies["student"], camera, params, n_obs)
+    obs = record_observations(policies[students[0]], camera, params, n_obs)
     out: dict = {"observations": int(len(obs["state"])), "frames": frames, "lead": lead}
     out["models"] = {}
-    for name in ("member", "ensemble", "student"):
+    for name in ("member", "ensemble", *students):
         t = glimpse_latency(policies[name], obs, n_calls, max_s=max_s)
         p50, p99, mean = percentiles(t)
-        row = rows.get(lead if name == "member" else name, {})
         out["models"][name] = {
             "p50_ms": p50 * 1e3,
             "p99_ms": p99 * 1e3,
@@ -107,13 +128,14 @@ def measure(run: Path, workdir: Path, n_obs: int, n_calls: int, max_s: float) ->
             "calls": len(t),
             "parameters": onnx_parameters(paths[name]),
             "bytes": paths[name].stat().st_size,
-            "steps_per_part": row.get("mean_steps"),
+            "steps_per_part": _steps_per_part(run, lead if name == "member" else name, rows),
         }
     return out
 
 
 def report(label: str, m: dict) -> tuple[str, bool]:
-    """The markdown body and whether the student costs less per glimpse than the ensemble."""
+    """The markdown body and whether the (first) student costs less per glimpse than the
+    ensemble."""
     base = m["models"]["member"]
     base_part = base["mean_ms"] * base["steps_per_part"] if base["steps_per_part"] else None
     rows = []
@@ -129,8 +151,9 @@ def report(label: str, m: dict) -> tuple[str, bool]:
             "-" if part is None or not base_part else f"{part / base_part:.2f}x",
             f"{x['calls']:,}",
         ])  # fmt: skip
-    stu, ens = m["models"]["student"], m["models"]["ensemble"]
-    ok = stu["p50_ms"] < ens["p50_ms"]
+    ens = m["models"]["ensemble"]
+    students = [k for k in m["models"] if k not in ("member", "ensemble")]
+    ok = m["models"][students[0]]["p50_ms"] < ens["p50_ms"]
     heads = ["model", "parameters", "ONNX KiB", "per glimpse p50 ms", "p99 ms",
              "vs member (p50)", "steps per part (test)", "per part ms (mean x steps)",
              "vs member", "calls"]  # fmt: skip
@@ -144,9 +167,13 @@ def report(label: str, m: dict) -> tuple[str, bool]:
         " evaluation, at each model's chosen search depth; per part = mean glimpse time"
         " times those steps (the scanner's own work not included).\n\n"
         + table(heads, rows)
-        + f"\nThe student per glimpse: {stu['p50_ms'] / ens['p50_ms']:.2f}x the ensemble's"
-        f" time ({'cheaper' if ok else '**not cheaper**'}),"
-        f" {stu['p50_ms'] / base['p50_ms']:.2f}x a member's.\n"
+        + "".join(
+            f"\n{'The student' if k == 'student' else f'Student `{k}`'} per glimpse:"
+            f" {x['p50_ms'] / ens['p50_ms']:.2f}x the ensemble's time"
+            f" ({'cheaper' if x['p50_ms'] < ens['p50_ms'] else '**not cheaper**'}),"
+            f" {x['p50_ms'] / base['p50_ms']:.2f}x a member's.\n"
+            for k, x in ((k, m["models"][k]) for k in students)
+        )
     )
     return body, ok
 
@@ -156,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = parser(__doc__, quick="fewer observations and calls")
     ap.add_argument("run", type=Path, help="a finished train --members run directory")
     ap.add_argument("--label", help="the run's name in the report (default: its folder's)")
+    ap.add_argument("--student", action="append", metavar="NAME",
+                    help="a student folder of RUN to time (repeat for several; the first"
+                    " one's episodes give the observations; default: student)")  # fmt: skip
     args = ap.parse_args(argv)
     import torch
 
@@ -163,11 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     kw = dict(n_obs=200, n_calls=500, max_s=5.0) if args.quick else {}
     kw = {"n_obs": 1000, "n_calls": 5000, "max_s": 60.0, **kw}
     with tempfile.TemporaryDirectory(prefix="inspector-student-") as tmp:
-        m = measure(args.run, Path(tmp), **kw)
+        m = measure(args.run, Path(tmp), students=tuple(args.student or ["student"]), **kw)
     label = args.label or args.run.name
     body, ok = report(label, m)
     body += f"\nLoad average at the end: {load_average():.1f}.\n"
     cmd = "python -m benchmarks.speed.student RUN" + (" --quick" if args.quick else "")
+    cmd += "".join(f" --student {k}" for k in args.student or [])
     cmd += f" (RUN: {label})"
     print(body)
     if not args.no_write:

@@ -68,6 +68,7 @@ def policy_kwargs(cfg: TrainConfig, n_classes: int | None = None) -> dict[str, A
             "channels": cfg.cnn_channels,
             "features_dim": cfg.features_dim,
             **({"fine": True} if cfg.cnn_fine else {}),
+            **({"separable": True} if cfg.cnn_separable else {}),
             **({"evidence_classes": int(n_classes)} if cfg.glimpse_evidence else {}),
             **({"overview_evidence": True} if cfg.overview_evidence else {}),
         },

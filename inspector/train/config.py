@@ -65,6 +65,9 @@ class TrainConfig:
     :param cnn_fine: the glimpse CNN's full-resolution variant (stride-1 5x5 first
         layers): needed for one-pixel defects on a periodic texture, at several times the
         glimpse CNN's compute (see ``inspector.train.network.GlimpseCNN``).
+    :param cnn_separable: the glimpse CNN's depthwise-separable variant (a 3x3 filter per
+        channel, then a 1x1 mix): a wide CNN at about a narrow one's cost (see
+        ``inspector.train.network.GlimpseCNN``); not with ``cnn_fine``.
     :param features_dim: size of the features the CNN extractor produces.
     :param net_arch: hidden layers of the policy and value heads.
     :param final_eval_episodes: parts of the closing evaluation written to report.json:
@@ -161,6 +164,9 @@ class TrainConfig:
     :param student_cnn_channels: with ``train --members K``, the student's glimpse CNN
         width (0: the members' ``cnn_channels``); a different width needs
         ``distill_init: scratch``.
+    :param student_cnn_separable: with ``train --members K``, the student's glimpse CNN
+        is the depthwise-separable variant (``cnn_separable``) whatever the members'; a
+        student that differs from its members so needs ``distill_init: scratch``.
     :param supervised_distill_steps: environment steps of supervised distillation from
         the run's teacher (a model or ensemble directory) before PPO; ``train --members``
         sets it for its student with ``distill: supervised``. 0 = none.
@@ -206,6 +212,7 @@ class TrainConfig:
     curriculum_threshold: float = 0.8
     cnn_channels: int = 8
     cnn_fine: bool = False
+    cnn_separable: bool = False
     features_dim: int = 128
     net_arch: list[int] = field(default_factory=lambda: [64])
     final_eval_episodes: int | None = None
@@ -235,6 +242,7 @@ class TrainConfig:
     distill: str = "supervised"
     distill_init: str = "best"
     student_cnn_channels: int = 0
+    student_cnn_separable: bool = False
     supervised_distill_steps: int = 0
     distill_rounds: int = 12
     distill_passes: float = 4.0
@@ -309,6 +317,10 @@ class TrainConfig:
             )
         if not _count(self.features_dim) or self.features_dim < 1:
             raise ValueError(f"features_dim must be at least 1, got {self.features_dim!r}")
+        if not isinstance(self.cnn_fine, bool) or not isinstance(self.cnn_separable, bool):
+            raise ValueError("cnn_fine and cnn_separable must be true or false")
+        if self.cnn_fine and self.cnn_separable:
+            raise ValueError("cnn_fine and cnn_separable exclude each other: choose one")
         arch = self.net_arch
         if not isinstance(arch, list) or not all(_count(n) and n >= 1 for n in arch):
             raise ValueError(f"net_arch must be a list of layer sizes >= 1, got {arch!r}")
@@ -327,6 +339,16 @@ class TrainConfig:
                 f" {self.cnn_channels}: such a student cannot start from a member's weights;"
                 " set distill_init: scratch, or student_cnn_channels: 0 for the members' width"
             )
+        if not isinstance(self.student_cnn_separable, bool):
+            raise ValueError("student_cnn_separable must be true or false")
+        if self.student_cnn_separable and not self.cnn_separable:
+            if self.distill_init != "scratch":
+                raise ValueError(
+                    "student_cnn_separable gives the student another CNN than its members':"
+                    " it cannot start from a member's weights; set distill_init: scratch"
+                )
+            if self.cnn_fine:
+                raise ValueError("student_cnn_separable: the members' cnn_fine excludes it")
         if self.supervised_distill_steps < 0 or self.distill_rounds < 1:
             raise ValueError("supervised_distill_steps must be >= 0 and distill_rounds >= 1")
         if self.distill_passes <= 0 or self.distill_temperature <= 0 or self.distill_w_moves < 0:

@@ -98,6 +98,7 @@ def student_spec(
         "w_kd": cfg.distill_w_kd,
         "bc_samples": 0,
         "cnn_channels": cfg.student_cnn_channels or cfg.cnn_channels,
+        "cnn_separable": cfg.student_cnn_separable or cfg.cnn_separable,
         "perception_samples": cfg.perception_samples if scratch else 0,
         "critic_warmup": 0,
         "supervised_distill_steps": int(timesteps) if cfg.distill == "supervised" else 0,

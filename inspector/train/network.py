@@ -34,6 +34,12 @@ class GlimpseCNN(nn.Module):
     """Conv stack -> global max and mean pooling (a point defect survives max pooling).
 
     :param channels: width.
+    :param separable: the second and third layers depthwise-separable (a 3x3 filter per
+        channel, then a 1x1 mix of the channels), the MobileNet factorisation: a wide CNN
+        at about a narrow one's cost (at width 32, about a ninth of the multiply-adds of
+        the plain stack's, and about a width-8 plain stack's time per glimpse in ONNX
+        Runtime on one core); for a distilled student that has to be wide (tell the defect
+        types apart) and cheap (run as one agent).
     :param fine: two stride-1 5x5 layers first, at full resolution, instead of a
         stride-2 3x3 one. A one-pixel defect on a periodic texture (an LCD's pixel grid
         of pitch 3-5) is only told apart by comparing a pixel with its neighbours a
@@ -43,10 +49,24 @@ class GlimpseCNN(nn.Module):
         (every layer at full resolution).
     """
 
-    def __init__(self, channels: int = 8, fine: bool = False) -> None:
+    def __init__(self, channels: int = 8, fine: bool = False, separable: bool = False) -> None:
         super().__init__()
         c = channels
-        if fine:
+        if fine and separable:
+            raise ValueError("a glimpse CNN is either fine or separable, not both")
+        if separable:
+            self.net = nn.Sequential(
+                nn.Conv2d(1, c, 3, stride=2, padding=1),
+                nn.ReLU(),
+                nn.Conv2d(c, c, 3, padding=1, groups=c),
+                nn.Conv2d(c, 2 * c, 1),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(2 * c, 2 * c, 3, padding=1, groups=2 * c),
+                nn.Conv2d(2 * c, 2 * c, 1),
+                nn.ReLU(),
+            )
+        elif fine:
             self.net = nn.Sequential(
                 nn.Conv2d(1, c, 5, padding=2),
                 nn.ReLU(),
@@ -83,6 +103,8 @@ class InspectorExtractor(BaseFeaturesExtractor):
     :param features_dim: size of the output features.
     :param fine: the glimpse CNN's full-resolution variant (see :class:`GlimpseCNN`);
         the overview CNN stays the fast one.
+    :param separable: the glimpse CNN's depthwise-separable variant (see
+        :class:`GlimpseCNN`); the overview CNN stays the plain one.
     :param evidence_classes: number of verdict classes of the per-glimpse evidence head
         (0: none).
     :param overview_evidence: the evidence head judges the overview too (through the
@@ -98,6 +120,7 @@ class InspectorExtractor(BaseFeaturesExtractor):
         fine: bool = False,
         evidence_classes: int = 0,
         overview_evidence: bool = False,
+        separable: bool = False,
     ) -> None:
         super().__init__(observation_space, features_dim)
         if evidence_classes < 0:
@@ -114,7 +137,7 @@ class InspectorExtractor(BaseFeaturesExtractor):
         self.overview_evidence = bool(overview_evidence)
         self.memory = observation_space["glimpse"].shape[0]
         state_dim = observation_space["state"].shape[0]
-        self.glimpse_cnn = GlimpseCNN(channels, fine=fine)
+        self.glimpse_cnn = GlimpseCNN(channels, fine=fine, separable=separable)
         self.overview_cnn = GlimpseCNN(max(4, channels // 2))
         self.state_mlp = nn.Sequential(nn.Linear(state_dim, 64), nn.ReLU())
         self.evidence = (

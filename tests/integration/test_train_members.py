@@ -255,3 +255,15 @@ def test_the_student_latency_benchmark_times_member_ensemble_and_student(members
     body, _ok = student.report("tiny", m)
     assert "| member (m0, the lead) |" in body and "1.00x" in body
     assert "the `train --members` run `tiny`" in body
+    # another student beside the run's own (a study's) is timed on the same observations
+    import shutil
+
+    shutil.copytree(out / "student", out / "student_b", ignore=shutil.ignore_patterns("ckpt*"))
+    m2 = student.measure(out, out.parent / "latency2", n_obs=16, n_calls=20, max_s=5.0,
+                         students=("student", "student_b"))  # fmt: skip
+    assert list(m2["models"]) == ["member", "ensemble", "student", "student_b"]
+    assert m2["models"]["student_b"]["parameters"] == models["student"]["parameters"]
+    assert m2["models"]["student_b"]["steps_per_part"] is not None  # its own report.json
+    assert "Student `student_b` per glimpse:" in student.report("tiny", m2)[0]
+    with pytest.raises(SystemExit, match="not a finished student"):
+        student.measure(out, out.parent / "latency3", 16, 20, 5.0, students=("nothing",))

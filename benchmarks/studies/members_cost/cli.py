@@ -123,7 +123,7 @@ def student_distillation(run: Path) -> dict:
     cfg = spec.get("config") or {}
     way = cfg.get("distill", "ppo")
     keys = (
-        ("distill_init", "distill_rounds", "student_cnn_channels")
+        ("distill_init", "distill_rounds", "student_cnn_channels", "cnn_separable")
         if way == "supervised"
         else ("distill_w_kd",)
     )
@@ -257,7 +257,8 @@ def _way(cfg: dict) -> str:
     d = cfg.get("distill") or {"distill": "ppo"}  # recorded before the field: PPO
     if d.get("distill") == "supervised" and d.get("distill_init") == "scratch":
         width = d.get("student_cnn_channels") or "the members'"
-        return f" (supervised distillation from scratch, width {width})"
+        cnn = ", depthwise-separable CNN" if d.get("cnn_separable") else ""
+        return f" (supervised distillation from scratch, width {width}{cnn})"
     if d.get("distill") == "supervised":
         return f" (supervised distillation from the {d.get('distill_init', 'lead')} member)"
     return " (PPO distillation)"

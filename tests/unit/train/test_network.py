@@ -170,3 +170,51 @@ def test_a_network_size_that_cannot_work_is_refused_before_torch_sees_it(change,
     TrainConfig(cnn_channels=1, features_dim=1, net_arch=[]).validate()  # the smallest
     with pytest.raises(ValueError, match=message):
         TrainConfig(**change).validate()
+
+
+def test_separable_variant_factorises_the_inner_convolutions_and_sees_every_pixel():
+    """Depthwise 3x3 then pointwise 1x1 in the second and third layers: the same output
+    size and receptive field as the plain stack, at a fraction of its weights."""
+    torch.manual_seed(0)
+    plain, sep = GlimpseCNN(32), GlimpseCNN(32, separable=True)
+    x = torch.randn(3, 1, 32, 32)
+    assert sep(x).shape == plain(x).shape == (3, 128)
+    depthwise = [m for m in sep.net if isinstance(m, torch.nn.Conv2d) and m.groups > 1]
+    assert [m.groups for m in depthwise] == [32, 64]
+    assert all(m.kernel_size == (3, 3) for m in depthwise)
+
+    def weights(m):
+        return sum(p.numel() for p in m.parameters())
+
+    assert weights(sep) * 5 < weights(plain)
+    for y, x_ in ((0, 0), (16, 7), (31, 31)):
+        img = torch.randn(1, 1, 32, 32, requires_grad=True)
+        sep(img).sum().backward()
+        assert img.grad is not None and float(img.grad[0, 0, y, x_].abs()) > 0
+    with pytest.raises(ValueError, match="either fine or separable"):
+        GlimpseCNN(8, fine=True, separable=True)
+
+
+def test_separable_switch_reaches_the_extractor_and_excludes_fine():
+    assert "separable" not in policy_kwargs(TrainConfig())["features_extractor_kwargs"]
+    kw = policy_kwargs(TrainConfig(cnn_separable=True))["features_extractor_kwargs"]
+    assert kw["separable"] is True
+    with pytest.raises(ValueError, match="cnn_fine and cnn_separable exclude each other"):
+        TrainConfig(cnn_fine=True, cnn_separable=True).validate()
+    with pytest.raises(ValueError, match="must be true or false"):
+        TrainConfig(cnn_separable="yes").validate()
+
+
+def test_a_separable_student_needs_fresh_weights_and_reaches_the_students_config(tmp_path):
+    from inspector.train.members import student_spec
+
+    with pytest.raises(ValueError, match="set distill_init: scratch"):
+        TrainConfig(student_cnn_separable=True, distill_init="best").validate()
+    cfg = TrainConfig(student_cnn_separable=True, distill_init="scratch", student_cnn_channels=32)
+    cfg.validate()
+    spec = student_spec("p.yaml", "synthetic", {}, 1000, tmp_path, cfg, 4)
+    assert spec.config["cnn_separable"] is True and spec.config["cnn_channels"] == 32
+    TrainConfig(**spec.config).validate()  # the student's own config is a valid one
+    # A plain student of separable members stays separable: the members' CNN is the default.
+    spec = student_spec("p.yaml", "synthetic", {}, 10, tmp_path, TrainConfig(cnn_separable=True), 4)
+    assert spec.config["cnn_separable"] is True
