@@ -379,9 +379,10 @@ class TrainConfig:
         )
 
     @classmethod
-    def load(cls, path: str | Path) -> TrainConfig:
-        """Load from YAML (``file:line:col`` errors)."""
-        return load_dataclass(cls, path)
+    def load(cls, path: str | Path, base: TrainConfig | None = None) -> TrainConfig:
+        """Load from YAML (``file:line:col`` errors): the file's keys over ``base`` (None:
+        the defaults), validated together."""
+        return load_dataclass(cls, path, base=base)
 
     def to_yaml(self) -> str:
         """The config as YAML (written into the run directory)."""

@@ -192,20 +192,13 @@ def resolve(
 
 
 def with_config_file(cfg: TrainConfig, path: str | Path) -> TrainConfig:
-    """``cfg`` with the keys a TrainConfig YAML file sets (the file's errors as loading it).
+    """``cfg`` with the keys a TrainConfig YAML file sets, validated together: a file may
+    set what is only valid on top of the preset (a student's width over the footage
+    preset's ``distill_init: scratch``). Errors are the file's, located.
 
     :raises InspectorError: a bad file or an invalid combination.
     """
-    from inspector.errors import ConfigError
-    from inspector.yamlio.located import parse_yaml
-
-    loaded = TrainConfig.load(path)  # the file's errors, located
-    node = parse_yaml(Path(path).read_bytes(), str(path), error=ConfigError)
-    keys = node.to_python() if node is not None else {}
-    try:
-        return cfg.replace(**{k: getattr(loaded, k) for k in keys})
-    except ValueError as exc:
-        raise InspectorError(f"{path}: {exc}") from None
+    return TrainConfig.load(path, base=cfg)
 
 
 def describe(preset: Preset, cfg: TrainConfig) -> dict[str, Any]:

@@ -23,7 +23,9 @@ from inspector.yamlio.located import MAX_BYTES, YNode, describe, parse_yaml
 T = TypeVar("T")
 
 
-def _from_node(cls: type[T], node: YNode, file: str, path: str, error: type) -> T:
+def _from_node(
+    cls: type[T], node: YNode, file: str, path: str, error: type, base: T | None = None
+) -> T:
     if node.kind != "map":
         raise error(
             f"expected a mapping of settings, got {describe(node)}",
@@ -81,7 +83,7 @@ def _from_node(cls: type[T], node: YNode, file: str, path: str, error: type) -> 
                 str(exc), file=file, line=vnode.line, column=vnode.column, path=kpath
             ) from None
     try:
-        obj = cls(**kwargs)
+        obj = cls(**kwargs) if base is None else dataclasses.replace(base, **kwargs)
     except (TypeError, ValueError) as exc:
         raise error(
             str(exc), file=file, line=node.line, column=node.column, path=path or None
@@ -114,8 +116,11 @@ def _dataclass_in(hint: Any) -> type | None:
     return None
 
 
-def load_dataclass(cls: type[T], path: str | Path, error: type = ConfigError) -> T:
-    """Load ``cls`` from the YAML file ``path``.
+def load_dataclass(
+    cls: type[T], path: str | Path, error: type = ConfigError, base: T | None = None
+) -> T:
+    """Load ``cls`` from the YAML file ``path``: the file's keys over ``base`` (an
+    instance; None: the class defaults), the whole validated as one.
 
     :raises ConfigError: missing file, YAML syntax error, unknown key, bad value.
     """
@@ -127,11 +132,15 @@ def load_dataclass(cls: type[T], path: str | Path, error: type = ConfigError) ->
         raise error(f"config file not found: {p}") from None
     except OSError as exc:
         raise error(f"cannot read config file {p}: {exc}") from None
-    return load_dataclass_text(cls, data, str(p), error)
+    return load_dataclass_text(cls, data, str(p), error, base)
 
 
 def load_dataclass_text(
-    cls: type[T], text: str | bytes, file: str = "<string>", error: type = ConfigError
+    cls: type[T],
+    text: str | bytes,
+    file: str = "<string>",
+    error: type = ConfigError,
+    base: T | None = None,
 ) -> T:
     """Load ``cls`` from YAML text (see :func:`load_dataclass`).
 
@@ -141,8 +150,8 @@ def load_dataclass_text(
     """
     node = parse_yaml(text, file, error=error)
     if node is None:
-        return cls()
-    return _from_node(cls, node, file, "", error)
+        return cls() if base is None else base
+    return _from_node(cls, node, file, "", error, base)
 
 
 def field_docs(cls: type) -> dict[str, str]:

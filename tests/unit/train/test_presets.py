@@ -68,6 +68,23 @@ def test_a_config_file_changes_only_the_keys_it_sets(tmp_path):
     assert doc["differs_from_defaults"]["seed"] == 3
 
 
+def test_a_config_file_is_validated_on_top_of_the_preset_not_alone(tmp_path):
+    """A key that is only valid with the preset's others (a student wider than its
+    members needs the footage preset's distill_init: scratch) is taken; a combination
+    that is invalid on top of the preset is refused with the file's location."""
+    f = tmp_path / "c.yaml"
+    f.write_text("student_cnn_separable: true\nstudent_cnn_channels: 16\n")
+    cfg = with_config_file(resolve("footage", "folder")[1], f)
+    assert cfg.student_cnn_separable and cfg.student_cnn_channels == 16
+    assert cfg.distill_init == "scratch" and cfg.perception_samples == 8000  # the preset's
+    f.write_text("# a student another width than its members needs fresh weights\n"
+                 "distill_init: best\nstudent_cnn_channels: 16\n")  # fmt: skip
+    with pytest.raises(InspectorError, match=r"c\.yaml:2:1: student_cnn_channels 16 differs"):
+        with_config_file(resolve("footage", "folder")[1], f)
+    f.write_text("")  # an empty file changes nothing
+    assert with_config_file(resolve("footage", "folder")[1], f) == resolve("footage", "folder")[1]
+
+
 def test_unknown_preset_is_an_inspector_error():
     with pytest.raises(InspectorError, match="auto, synthetic, footage, none"):
         resolve("fast", "synthetic")
