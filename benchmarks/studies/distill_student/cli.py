@@ -196,8 +196,9 @@ def report(results: list[dict]) -> str:
         ])  # fmt: skip
         notes.append(f"- {c['label']}: `{d['command']}`. {d.get('note', '')}".rstrip())
     return (
-        "Students of the same members (the members_cost run tiles_m4_150k_s0: 4 members"
-        " of 150,000 steps, seed 0), one per way of distilling their ensemble. Val split"
+        "Students of the ensembles of members_cost runs, one per way of distilling them:"
+        " the rows down to supervised_24k_t2 of tiles_m4_150k_s0 (4 members of 150,000"
+        " steps, seed 0), the rest of the run each command names. Val split"
         " (130 tiles) for every choice (the kept checkpoint, both ok biases); test split"
         " (263 tiles) only for the figures. CPU minutes: user+system of the student's"
         " run on a 2-core machine shared with other jobs (one torch thread); none for a"
