@@ -66,8 +66,8 @@ class TrainConfig:
         layers): needed for one-pixel defects on a periodic texture, at several times the
         glimpse CNN's compute (see ``inspector.train.network.GlimpseCNN``).
     :param cnn_separable: the glimpse CNN's depthwise-separable variant (a 3x3 filter per
-        channel, then a 1x1 mix): a wide CNN at about a narrow one's cost (see
-        ``inspector.train.network.GlimpseCNN``); not with ``cnn_fine``.
+        channel, then a 1x1 mix): a wide CNN at a fraction of the plain one's compute
+        (see ``inspector.train.network.GlimpseCNN``); not with ``cnn_fine``.
     :param features_dim: size of the features the CNN extractor produces.
     :param net_arch: hidden layers of the policy and value heads.
     :param final_eval_episodes: parts of the closing evaluation written to report.json:

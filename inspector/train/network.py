@@ -35,10 +35,11 @@ class GlimpseCNN(nn.Module):
 
     :param channels: width.
     :param separable: the second and third layers depthwise-separable (a 3x3 filter per
-        channel, then a 1x1 mix of the channels), the MobileNet factorisation: a wide CNN
-        at about a narrow one's cost (at width 32, about a ninth of the multiply-adds of
-        the plain stack's, and about a width-8 plain stack's time per glimpse in ONNX
-        Runtime on one core); for a distilled student that has to be wide (tell the defect
+        channel, then a 1x1 mix of the channels), the MobileNet factorisation: at width 32
+        about a seventh of the plain stack's multiply-adds on a 32x32 glimpse (1.0 M
+        against 7.2 M); a width-32 student with it ran at 1.3-1.5x a width-8 member's
+        time per glimpse in ONNX Runtime on one core, the plain one at 3.9x
+        (docs/training.md). For a distilled student that has to be wide (tell the defect
         types apart) and cheap (run as one agent).
     :param fine: two stride-1 5x5 layers first, at full resolution, instead of a
         stride-2 3x3 one. A one-pixel defect on a periodic texture (an LCD's pixel grid
