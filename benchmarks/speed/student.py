@@ -77,10 +77,11 @@ def export_models(
 def _steps_per_part(run: Path, name: str, rows: dict[str, dict]) -> float | None:
     """Mean steps per part in the closing evaluation: the run's table, else the
     folder's own report.json (a student trained beside the run's own)."""
+    from inspector.train.member_run import read_json
+
     if name in rows:
         return rows[name].get("mean_steps")
-    report = run / name / "report.json"
-    return json.loads(report.read_text()).get("mean_steps") if report.is_file() else None
+    return read_json(run / name / "report.json", {}).get("mean_steps")
 
 
 def _frames(student: Path) -> tuple[str, dict, str]:
