@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 #: Weight of the scripted teacher's stop steps in the class-balanced verdict
 #: cross-entropy (``TrainConfig.verdict_stop_weight``; the stop steps are ~7 % of the
@@ -46,3 +49,31 @@ def learn_with_curve(
     model.learn(timesteps, callback=Eval())
     curve.append(evaluate(model.num_timesteps + offset))
     return curve
+
+
+def passes(model: Path, params: dict[str, Any]) -> tuple[Any, dict[str, tuple]]:
+    """The model and one full-depth pass over each split: {split: (labels, decisions)}."""
+    from inspector.train.evaluate import run_parts
+    from inspector.train.torch_policy import load_any_policy
+
+    pol = load_any_policy(model)
+    top = int(pol.meta.scan["zoom_levels"]) - 1
+    out = {}
+    for split in ("val", "test"):
+        labels, decisions, _ = run_parts(
+            pol, "folder", {**params, "split": split}, None, max_zoom=top
+        )
+        idx = {c: i for i, c in enumerate(pol.meta.classes)}
+        out[split] = (np.asarray([idx[c] for c in labels]), decisions)
+    return pol, out
+
+
+def at_depth(decisions: list, d: int) -> tuple[np.ndarray, float, float]:
+    """Probabilities, mean actions and mean native pixel fraction of the episodes cut at
+    depth ``d``: an episode cut there looked at no deeper level than ``d`` (below native:
+    no native pixel); one never cut is the full episode."""
+    from inspector.policy.agent import capped_at
+
+    cut = [capped_at(x, d) for x in decisions]
+    pix = [0.0 if any(lv > d for _, lv, _ in x.deeper) else x.pixel_fraction for x in decisions]
+    return np.stack([c[0] for c in cut]), float(np.mean([c[1] for c in cut])), float(np.mean(pix))

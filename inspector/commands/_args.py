@@ -114,6 +114,28 @@ def fraction(text: str) -> float:
     return v
 
 
+#: ``--confidence none``: hold the target to the rate the parts show (no margin).
+NO_CONFIDENCE = "none"
+
+
+def confidence(text: str) -> float | str:
+    """``type=`` for ``--confidence``: strictly between 0 and 1 (0.9: nine times in ten),
+    or ``none`` (:data:`NO_CONFIDENCE`: the rate the parts show)."""
+    if text.strip().lower() == NO_CONFIDENCE:
+        return NO_CONFIDENCE
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a confidence like 0.8, or none, got {text!r}"
+        ) from None
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"expected a confidence strictly between 0 and 1 (e.g. 0.8), or none, got {text!r}"
+        )
+    return v
+
+
 def search_depth(text: str) -> str | int:
     """``type=`` for ``--search-depth``: ``auto``, ``full`` or a zoom level (0, 1, ...)."""
     if text in ("auto", "full"):

@@ -6,8 +6,10 @@ import argparse
 from pathlib import Path
 
 from inspector.commands._args import (
+    NO_CONFIDENCE,
     add_search_depth_argument,
     add_threads_argument,
+    confidence,
     default_store_split,
     fraction,
     positive_int,
@@ -59,6 +61,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="R",
         help="fewest false alarms with at least this defect recall (e.g. 0.95)",
     )
+    p.add_argument(
+        "--confidence",
+        type=confidence,
+        metavar="C",
+        help="with --max-false-alarms or --min-recall: the confidence at which the target "
+        "holds on these parts (default 0.8: the rate's one-sided Clopper-Pearson bound meets "
+        "it, so fewer parts need a wider margin); none: the rate these parts show",
+    )
     add_search_depth_argument(p, "auto")
     p.add_argument("--dry-run", action="store_true", help="print the choice, store nothing")
     add_threads_argument(p)
@@ -88,12 +98,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
             f"calibrate: warning: choosing the operating point on the {params['split']} split "
             "makes the final figures optimistic; use the validation split (split=val)"
         )
-    if args.max_false_alarms is not None:
-        objective, target = "max_false_alarms", args.max_false_alarms
-    elif args.min_recall is not None:
-        objective, target = "min_recall", args.min_recall
-    else:
-        objective, target = "balanced", None
+    objective, target, held = goal(args)
 
     from inspector.train.calibration import choose_operating_point, store_in_run, trained_depth
     from inspector.train.torch_policy import load_any_policy
@@ -106,22 +111,20 @@ def run_calibrate(args: argparse.Namespace) -> int:
             "model was trained at (its run's config.yaml; --search-depth full or a LEVEL to choose)"
         )
     cal = choose_operating_point(
-        policy, args.camera, params, args.episodes, objective, target, args.search_depth, deepest
+        policy,
+        args.camera,
+        params,
+        args.episodes,
+        objective,
+        target,
+        args.search_depth,
+        deepest,
+        held,
     )
     bias = cal.ok_bias
     levels = int(policy.meta.scan.get("zoom_levels", 1))
-    print(
-        f"calibrate: {cal.frames} parts from {cal.source}, objective {objective}"
-        + (f" {target:g}" if target is not None else "")
-    )
-    for line in depth_lines(cal):
+    for line in choice_lines(cal, levels):
         print(line)
-    for name, r, b in (("as trained", cal.at_zero, 0.0), ("chosen", cal.at_bias, bias)):
-        print(
-            f"  {name:10s} ok bias {b:+6.2f}: balanced {_f(r['balanced_accuracy'])}, "
-            f"defect recall {_f(r['defect_recall'])}, false alarms {_f(r['false_alarm_rate'])}"
-        )
-    print(f"  search depth: {cal.depth_words(levels)}")
     if args.dry_run:
         print("calibrate: --dry-run, nothing stored")
         return 0
@@ -137,6 +140,50 @@ def run_calibrate(args: argparse.Namespace) -> int:
     out = store_in_run(path if path.is_dir() else path.parent, cal)
     print(f"calibrate: wrote {out} (export carries it into the ONNX metadata)")
     return 0
+
+
+def goal(args: argparse.Namespace) -> tuple[str, float | None, float | None]:
+    """(objective, target, confidence) of calibrate's arguments: a ceiling or floor holds
+    at ``--confidence`` (default 0.8; ``none``: the rate the parts show).
+
+    :raises InspectorError: ``--confidence`` without a ceiling or floor.
+    """
+    from inspector.errors import InspectorError
+    from inspector.policy.operating_point import DEFAULT_CONFIDENCE
+
+    if args.max_false_alarms is not None:
+        objective, target = "max_false_alarms", args.max_false_alarms
+    elif args.min_recall is not None:
+        objective, target = "min_recall", args.min_recall
+    else:
+        if args.confidence is not None:
+            raise InspectorError(
+                "calibrate: --confidence goes with --max-false-alarms or --min-recall"
+            )
+        return "balanced", None, None
+    if args.confidence == NO_CONFIDENCE:
+        return objective, target, None
+    return objective, target, DEFAULT_CONFIDENCE if args.confidence is None else args.confidence
+
+
+def choice_lines(cal, levels: int) -> list[str]:
+    """What calibrate prints about its choice: the parts and objective, each depth tried,
+    the figures as trained and at the chosen bias, the bound held, the search depth."""
+    lines = [
+        f"calibrate: {cal.frames} parts from {cal.source}, objective {cal.objective}"
+        + (f" {cal.target:g}" if cal.target is not None else "")
+        + (f" at {cal.confidence:g} confidence" if cal.confidence is not None else ""),
+        *depth_lines(cal),
+    ]
+    for name, r, b in (("as trained", cal.at_zero, 0.0), ("chosen", cal.at_bias, cal.ok_bias)):
+        lines.append(
+            f"  {name:10s} ok bias {b:+6.2f}: balanced {_f(r['balanced_accuracy'])}, "
+            f"defect recall {_f(r['defect_recall'])}, false alarms {_f(r['false_alarm_rate'])}"
+        )
+    if cal.bound_words():
+        lines.append(f"  held to the target:{cal.bound_words()}")
+    lines.append(f"  search depth: {cal.depth_words(levels)}")
+    return lines
 
 
 def depth_lines(cal) -> list[str]:

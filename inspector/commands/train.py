@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 from inspector.commands._args import (
+    NO_CONFIDENCE,
     add_progress_argument,
     add_search_depth_argument,
     add_threads_argument,
+    confidence,
     default_store_split,
     fraction,
     positive_int,
@@ -70,6 +72,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     goal.add_argument(
         "--no-calibrate", action="store_true", help="end without choosing an operating point"
+    )
+    p.add_argument(
+        "--confidence",
+        type=confidence,
+        metavar="C",
+        help="with --max-false-alarms or --min-recall: the confidence at which the target "
+        "holds on the val frames (default 0.8, TrainConfig operating_confidence); none: the "
+        "rate they show (calibrate --confidence)",
     )
     add_search_depth_argument(p, None, trains=True)
     p.add_argument("--teacher", help="teacher model for the KL term ('scripted', 'none' or a run)")
@@ -143,12 +153,7 @@ def run_train(args: argparse.Namespace) -> int:
         changes["seed"] = args.seed
     if args.n_envs is not None:
         changes["n_envs"] = args.n_envs
-    if args.max_false_alarms is not None:
-        changes.update(operating_point="max_false_alarms", operating_target=args.max_false_alarms)
-    elif args.min_recall is not None:
-        changes.update(operating_point="min_recall", operating_target=args.min_recall)
-    elif args.no_calibrate:
-        changes.update(operating_point="none", operating_target=None)
+    changes.update(operating_changes(args))
     if depth is not None:
         changes["search_depth"] = depth
     if given_depth:
@@ -191,6 +196,22 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def operating_changes(args: argparse.Namespace) -> dict:
+    """The TrainConfig changes of ``--max-false-alarms``, ``--min-recall``,
+    ``--no-calibrate`` and ``--confidence`` (``none``: the rate the val frames show)."""
+    changes: dict = {}
+    if args.max_false_alarms is not None:
+        changes.update(operating_point="max_false_alarms", operating_target=args.max_false_alarms)
+    elif args.min_recall is not None:
+        changes.update(operating_point="min_recall", operating_target=args.min_recall)
+    elif args.no_calibrate:
+        changes.update(operating_point="none", operating_target=None)
+    if args.confidence is not None:
+        given = None if args.confidence == NO_CONFIDENCE else float(args.confidence)
+        changes["operating_confidence"] = given
+    return changes
+
+
 def print_report(r: dict) -> None:
     """The end of ``train``: the kept model, the operating point, the evaluation."""
     kept, op = r.get("kept"), r.get("operating_point")
@@ -202,6 +223,7 @@ def print_report(r: dict) -> None:
             f"operating point: ok bias {op['ok_bias']:+.2f} ({op['objective']}) on "
             f"{f['count']} val parts: balanced {a['balanced_accuracy']:.3f}, defect recall "
             f"{_f(a['defect_recall'])}, false alarms {_f(a['false_alarm_rate'])}"
+            + (f" (held to the target: {op['held_at']})" if op.get("held_at") else "")
         )
         if op.get("max_zoom") is not None:
             print(

@@ -12,7 +12,12 @@ import numpy as np
 
 from inspector.errors import InspectorError
 from inspector.policy.base import Policy
-from inspector.policy.operating_point import OperatingPoint, choose_bias, rates_at
+from inspector.policy.operating_point import (
+    OperatingPoint,
+    bound_words,
+    choose_bias,
+    rates_at,
+)
 
 
 @dataclass
@@ -27,6 +32,8 @@ class Calibration:
     :param depths: each depth tried (deepest first): ``max_zoom``, ``ok_bias``, its rates
         there and ``mean_actions`` per part, or ``error`` where the objective could not
         be met at that depth.
+    :param confidence: the confidence at which a constrained target held (None: the rate
+        seen); ``good_parts`` and ``defective_parts``: how many of each the frames had.
     """
 
     ok_bias: float
@@ -38,6 +45,15 @@ class Calibration:
     at_zero: dict[str, float]
     max_zoom: int | None = None
     depths: list[dict[str, Any]] = field(default_factory=list)
+    confidence: float | None = None
+    good_parts: int = 0
+    defective_parts: int = 0
+
+    def bound_words(self) -> str:
+        """What the target held at, in words (empty without a confidence)."""
+        return bound_words(
+            self.at_bias, self.objective, self.confidence, self.good_parts, self.defective_parts
+        )
 
     def section(self, frames: dict[str, Any]) -> dict[str, Any]:
         """report.json's ``operating_point`` section; ``frames``: which parts, in words
@@ -50,6 +66,8 @@ class Calibration:
             "at_zero": self.at_zero,
             "max_zoom": self.max_zoom,
             "depths": self.depths,
+            "confidence": self.confidence,
+            "held_at": self.bound_words().strip(" ()") or None,
             "frames": frames,
         }
 
@@ -75,6 +93,7 @@ def choose_operating_point(
     target: float | None = None,
     depth: str | int = "full",
     deepest: int | None = None,
+    confidence: float | None = None,
 ) -> Calibration:
     """Run ``policy`` once on ``episodes`` labelled parts and choose its ok bias, and with
     ``depth`` ``auto`` its search depth too.
@@ -88,6 +107,8 @@ def choose_operating_point(
         (:func:`inspector.policy.agent.capped_at`).
     :param deepest: with ``auto``, the deepest level to try: the depth a model was trained
         at (``rollout_max_zoom``); deeper levels are views it never learned to read.
+    :param confidence: hold a constrained target at this confidence
+        (:func:`inspector.policy.operating_point.choose_bias`); None: the rate seen.
     :raises InspectorError: the model has no ok class (classification only), a depth
         outside the model's zoom levels, or an objective no depth meets.
     """
@@ -105,7 +126,9 @@ def choose_operating_point(
     candidates = depth_candidates(depth, levels, deepest)
     labels, decisions, _ = run_parts(policy, camera, params, episodes, max_zoom=levels - 1)
     probs, y = decision_probabilities(meta.classes, labels, decisions)
-    chosen, table = choose_depth(decisions, y, meta.outcome_matrix, candidates, objective, target)
+    chosen, table = choose_depth(
+        decisions, y, meta.outcome_matrix, candidates, objective, target, confidence
+    )
     return Calibration(
         ok_bias=chosen["ok_bias"],
         objective=objective,
@@ -116,13 +139,30 @@ def choose_operating_point(
         at_zero=rates_at(probs, y, meta.outcome_matrix, 0.0),
         max_zoom=None if chosen["max_zoom"] == levels - 1 else chosen["max_zoom"],
         depths=table if len(candidates) > 1 else [],
+        confidence=confidence,
+        good_parts=int((y == 0).sum()),
+        defective_parts=int((y != 0).sum()),
     )
 
 
-def goal_of(cfg: Any) -> tuple[str, float | None, str | int, int | None]:
-    """(objective, target, search depth, deepest level to try: the depth training ran at)
-    of a TrainConfig's closing calibration."""
-    return cfg.operating_point, cfg.operating_target, cfg.search_depth, cfg.rollout_max_zoom
+def goal_of(cfg: Any) -> tuple[str, float | None, str | int, int | None, float | None]:
+    """(objective, target, search depth, deepest level to try: the depth training ran at,
+    confidence) of a TrainConfig's closing calibration."""
+    return (
+        cfg.operating_point,
+        cfg.operating_target,
+        cfg.search_depth,
+        cfg.rollout_max_zoom,
+        held_confidence(cfg),
+    )
+
+
+def held_confidence(cfg: Any) -> float | None:
+    """The confidence a TrainConfig's objective holds its target at (None: ``balanced``
+    and ``none`` have no target; ``operating_confidence: null``: the rate seen)."""
+    if cfg.operating_point in ("max_false_alarms", "min_recall"):
+        return cfg.operating_confidence
+    return None
 
 
 def trained_depth(model: str | Path) -> int | None:
@@ -184,6 +224,7 @@ def choose_depth(
     candidates: list[int],
     objective: str,
     target: float | None,
+    confidence: float | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The search depth and ok bias that best meet ``objective`` on these parts.
 
@@ -199,17 +240,29 @@ def choose_depth(
     """
     from inspector.policy.agent import capped_at
 
-    table, best, first_error = [], None, None
+    by_depth = {}
     for d in candidates:
         capped = [capped_at(dec, d) for dec in decisions]
-        probs = np.stack([c[0] for c in capped])
-        entry: dict[str, Any] = {
-            "max_zoom": d,
-            "mean_actions": round(float(np.mean([c[1] for c in capped])), 3),
-        }
+        by_depth[d] = (np.stack([c[0] for c in capped]), float(np.mean([c[1] for c in capped])))
+    return choose_among_depths(by_depth, labels, outcome_matrix, objective, target, confidence)
+
+
+def choose_among_depths(
+    by_depth: Mapping[int, tuple[np.ndarray, float]],
+    labels: np.ndarray,
+    outcome_matrix: np.ndarray,
+    objective: str,
+    target: float | None,
+    confidence: float | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """:func:`choose_depth` on the parts' probabilities already cut at each depth:
+    ``{depth: (probabilities [N, C], mean actions per part)}``, deepest first."""
+    table, best, first_error = [], None, None
+    for d, (probs, actions) in by_depth.items():
+        entry: dict[str, Any] = {"max_zoom": d, "mean_actions": round(actions, 3)}
         try:
             entry["ok_bias"], entry["at_bias"] = choose_bias(
-                probs, labels, outcome_matrix, objective, target
+                probs, labels, outcome_matrix, objective, target, confidence=confidence
             )
         except InspectorError as exc:
             first_error = first_error or exc
@@ -280,6 +333,7 @@ def store_in_run(run_dir: str | Path, cal: Calibration) -> Path:
         at_zero=cal.at_zero,
         max_zoom=cal.max_zoom,
         depths=cal.depths,
+        confidence=cal.confidence,
     )
     return point.write(run_dir)
 
@@ -305,6 +359,7 @@ def calibrate_run(
     target: float | None = None,
     depth: str | int = "full",
     deepest: int | None = None,
+    confidence: float | None = None,
 ) -> Calibration:
     """Choose the run's operating point (and search depth, :func:`choose_operating_point`;
     ``deepest``: the depth it was trained at) on these parts and store it with the run."""
@@ -314,7 +369,7 @@ def calibrate_run(
     # so an earlier operating point does not move the choice.
     policy = load_any_policy(run_dir)
     cal = choose_operating_point(
-        policy, camera, params, episodes, objective, target, depth, deepest
+        policy, camera, params, episodes, objective, target, depth, deepest, confidence
     )
     store_in_run(run_dir, cal)
     return cal

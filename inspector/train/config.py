@@ -132,6 +132,11 @@ class TrainConfig:
         ``max_false_alarms``, ``min_recall``, or ``none`` (no operating point; the bare
         default, the presets set ``balanced``).
     :param operating_target: the false-alarm ceiling or recall floor of that objective.
+    :param operating_confidence: with ``max_false_alarms`` or ``min_recall``, the
+        confidence at which the target holds on the val frames: the rate's one-sided
+        bound there meets it (0.8, the default, as ``calibrate``: four times in five;
+        :func:`inspector.policy.operating_point.choose_bias`); null: the rate they show.
+        Unused by ``balanced``.
     :param search_depth: the search depth chosen with the operating point: ``full``
         (every zoom level, as trained; the bare default), ``auto`` (the presets: each
         level from the deepest up, a shallower one kept only where it meets the
@@ -235,6 +240,7 @@ class TrainConfig:
     select_metric: str = "balanced_accuracy"
     operating_point: str = "none"
     operating_target: float | None = None
+    operating_confidence: float | None = 0.8
     search_depth: int | str = "full"
     rollout_max_zoom: int | None = None
     distill_timesteps: int = 0
@@ -299,6 +305,14 @@ class TrainConfig:
             )
         if needs_target and not 0.0 <= float(self.operating_target) <= 1.0:
             raise ValueError(f"operating_target must be 0..1, got {self.operating_target}")
+        c = self.operating_confidence
+        if c is not None and (
+            isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 < c < 1.0
+        ):
+            raise ValueError(
+                f"operating_confidence must be strictly between 0 and 1 (e.g. 0.8) or null,"
+                f" got {c!r}"
+            )
         depth = self.search_depth
         if depth not in ("auto", "full") and not _count(depth):
             raise ValueError(f"search_depth must be auto, full or a zoom level, got {depth!r}")

@@ -379,6 +379,7 @@ def _store_operating_point(ens: Path, policy: Any, op: Mapping[str, Any]) -> Non
         at_zero=dict(op.get("at_zero") or {}),
         max_zoom=op.get("max_zoom"),
         depths=list(op.get("depths") or []),
+        confidence=op.get("confidence"),
     ).write(ens)
 
 

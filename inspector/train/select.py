@@ -162,13 +162,21 @@ def operating_score(
     import math
 
     from inspector.policy.operating_point import choose_bias, rates_at
+    from inspector.train.calibration import held_confidence
 
     objective = cfg.operating_point
     if objective == "none":
         bias, at = 0.0, rates_at(probs, labels, outcome_matrix, 0.0)
     else:
         try:
-            bias, at = choose_bias(probs, labels, outcome_matrix, objective, cfg.operating_target)
+            bias, at = choose_bias(
+                probs,
+                labels,
+                outcome_matrix,
+                objective,
+                cfg.operating_target,
+                confidence=held_confidence(cfg),
+            )
         except InspectorError:
             return None, None
     at = {**at, "ok_rate": 1.0 - at["false_alarm_rate"]}
@@ -192,6 +200,10 @@ def metric_words(cfg: TrainConfig) -> str:
         where = "at the ok bias the balanced objective chooses there"
     else:
         where = "at ok bias 0 (no operating point is chosen)"
+    from inspector.train.calibration import held_confidence
+
+    if held_confidence(cfg) is not None:
+        where += f" at {cfg.operating_confidence:g} confidence"
     figure = {
         "balanced_accuracy": "balanced accuracy",
         "defect_recall": "defect recall",

@@ -19,9 +19,12 @@ from inspector.policy.operating_point import (
     OperatingPoint,
     choose_bias,
     defect_auroc,
+    holds,
+    parts_needed,
     rates,
     read_ok_bias,
     shift_ok,
+    upper_bound,
     verdicts_at,
 )
 
@@ -164,3 +167,74 @@ def test_broken_operating_point_is_a_model_error(tmp_path: Path, text: str) -> N
     (tmp_path / FILE).write_text(text)
     with pytest.raises(ModelError, match=FILE):
         read_ok_bias(tmp_path, "abc")
+
+
+def test_upper_bound_matches_closed_forms_and_published_values() -> None:
+    # No event in n: 1 - (1 - c) ** (1 / n); the "rule of three" at 95 %: about 3 / n.
+    assert upper_bound(0, 90, 0.9) == pytest.approx(1 - 0.1 ** (1 / 90), abs=1e-9)
+    assert upper_bound(0, 300, 0.95) == pytest.approx(3 / 300, rel=0.01)
+    # Clopper-Pearson's one-sided 95 % bound of 3 in 10 is 0.6066 (tables, e.g. R's
+    # binom.test(3, 10, alternative = "less")).
+    assert upper_bound(3, 10, 0.95) == pytest.approx(0.6066, abs=1e-4)
+    assert upper_bound(10, 10, 0.9) == 1.0
+    assert parts_needed(0.05, 0.9) == 45
+    assert holds(0, 45, 0.05, 0.9) and not holds(0, 44, 0.05, 0.9)
+    assert holds(4, 90, 0.05, None) and not holds(5, 90, 0.05, None)
+    for bad in (0.0, 1.0, -0.1, float("nan"), True):
+        with pytest.raises(InspectorError, match="confidence"):
+            upper_bound(1, 10, bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 400),
+    st.floats(0.0, 1.0),
+    st.floats(0.01, 0.99),
+    st.sampled_from([0.5, 0.8, 0.9, 0.99]),
+)
+def test_holds_is_the_bound_against_the_ceiling(n: int, share: float, ceiling: float, c: float):
+    k = int(share * n)
+    b = upper_bound(k, n, c)
+    assert k / n <= b + 1e-12  # a bound never sits below the rate seen
+    assert upper_bound(max(0, k - 1), n, c) <= b + 1e-12  # fewer events, lower bound
+    if abs(b - ceiling) > 1e-6:  # away from the boundary the two tests agree
+        assert holds(k, n, ceiling, c) == (b <= ceiling)
+
+
+def test_the_bound_covers_the_true_rate_at_least_as_often_as_promised() -> None:
+    """Draw false-alarm counts from a known rate: the 90 % bound lies below it in at most
+    10 % of draws (Clopper-Pearson errs on the safe side)."""
+    rng = np.random.default_rng(7)
+    for n, p in ((90, 0.05), (200, 0.02), (40, 0.2)):
+        below = [upper_bound(int(k), n, 0.9) < p for k in rng.binomial(n, p, size=400)]
+        assert np.mean(below) <= 0.10 + 0.03
+
+
+def test_confidence_keeps_a_margin_below_the_ceiling_and_refuses_too_few_parts() -> None:
+    # 100 good parts with p(ok) spread 0.50..0.99, 20 defective ones below them.
+    ok = np.linspace(0.5, 0.99, 100)
+    bad = np.linspace(0.05, 0.6, 20)
+    p_ok = np.concatenate([ok, bad])
+    probs = np.stack([p_ok, (1 - p_ok) * 0.7, (1 - p_ok) * 0.3], axis=1)
+    y = np.array([0] * 100 + [1] * 20)
+    _, seen = choose_bias(probs, y, R3, "max_false_alarms", 0.05)
+    _, held = choose_bias(probs, y, R3, "max_false_alarms", 0.05, confidence=0.9)
+    assert seen["false_alarm_rate"] <= 0.05 and held["false_alarm_rate"] < seen["false_alarm_rate"]
+    alarms = round(held["false_alarm_rate"] * 100)
+    assert upper_bound(alarms, 100, 0.9) <= 0.05
+    # ... and no bias whose bound holds finds more defects.
+    every = rates(verdicts_at(probs, R3, GRID), y, 3)
+    bounds = [upper_bound(round(f * 100), 100, 0.9) for f in every["false_alarm_rate"]]
+    assert held["defect_recall"] == max(
+        r for r, b in zip(every["defect_recall"], bounds) if b <= 0.05
+    )
+    assert held["defect_recall"] <= seen["defect_recall"]
+    _, floor = choose_bias(probs, y, R3, "min_recall", 0.8, confidence=0.9)
+    misses = round((1 - floor["defect_recall"]) * 20)
+    assert 1 - upper_bound(misses, 20, 0.9) >= 0.8
+    with pytest.raises(InspectorError, match="needs at least 45 good parts"):
+        choose_bias(probs[60:], y[60:], R3, "max_false_alarms", 0.05, confidence=0.9)
+    with pytest.raises(InspectorError, match="not with balanced"):
+        choose_bias(probs, y, R3, confidence=0.9)
+    with pytest.raises(InspectorError, match="loosen the target"):
+        choose_bias(probs, y, R3, "max_false_alarms", 0.0, confidence=0.9)

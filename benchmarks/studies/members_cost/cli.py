@@ -66,7 +66,8 @@ def record(
         ensemble and student once they are), marked unfinished.
     :param command: the command as it was typed (default: rebuilt from the run).
     :param fa05: a folder of ``MODEL.fa05.test.json`` (``eval --json`` on test after
-        ``calibrate --max-false-alarms 0.05`` on val): kept as the rows' ``at_fa05``.
+        ``calibrate --max-false-alarms 0.05 --confidence none`` on val): kept as the rows'
+        ``at_fa05``.
     :raises SystemExit: the run did not finish and ``partial`` is not given.
     """
     summary = json.loads((run / "members.json").read_text())
@@ -319,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         "--fa05",
         type=Path,
         help="folder of MODEL.fa05.test.json files: each model calibrated with"
-        " `calibrate --max-false-alarms 0.05` on val, then `eval --json` on test",
+        " `calibrate --max-false-alarms 0.05` on val (the rate seen there: today's"
+        " `--confidence none`), then `eval --json` on test",
     )
     sub.add_parser("report", help="rewrite the section from the saved results")
     args = ap.parse_args(argv)

@@ -27,8 +27,8 @@ Metrics come from :func:`inspector.train.evaluate.metrics` for all three. Each m
 also gets the goal's operating point (:func:`operating_point`): its defect AUROC on val
 and test, and the test figures at the ok bias (tiling: the threshold) that gives the
 highest val recall with val false alarms at most 5 %, as ``inspector calibrate
---max-false-alarms 0.05`` would choose it; ``--rescore`` adds that to saved results
-from their saved models. Results are
+--max-false-alarms 0.05 --confidence none`` would choose it; ``--rescore`` adds that to
+saved results from their saved models. Results are
 saved per method under benchmarks/results/quality_magnetic_tile/<mode>/ (quick/ is
 git-ignored) so an interrupted run resumes; the agent's training run lives under
 runs/quality_magnetic_tile/<mode>/ and resumes from its last chunk.

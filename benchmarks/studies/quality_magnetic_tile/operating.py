@@ -26,8 +26,9 @@ def operating_point(
 ) -> dict[str, Any]:
     """Each split's defect AUROC, and the test figures at the ok bias chosen on val.
 
-    The bias is what ``inspector calibrate --max-false-alarms ceiling`` picks on val (the
-    highest val recall with val false alarms at most ``ceiling``); test only reports.
+    The bias is what ``inspector calibrate --max-false-alarms ceiling --confidence none``
+    picks on val (the highest val recall with val false alarms at most ``ceiling``); test
+    only reports.
 
     :param val: (class probabilities [N, C], true class indices [N]); ``test`` likewise.
     :param outcome_matrix: the verdict rule (all zeros: argmax of the probabilities).

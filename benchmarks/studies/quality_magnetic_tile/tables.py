@@ -100,7 +100,8 @@ def operating_table(by_seed: dict[str, dict[int, dict]], names: dict[str, str]) 
     ]
     return (
         f"\nAt the goal's operating point (test split): each model's decision shifted by the"
-        f" ok bias (`inspector calibrate --max-false-alarms {ceiling:g}`; tiling: its threshold)"
+        f" ok bias (`inspector calibrate --max-false-alarms {ceiling:g} --confidence none`;"
+        " tiling: its threshold)"
         f" that gives the highest val recall with val false alarms <= {ceiling:g}. AUROC: the"
         " chance that a defective test frame scores above a good one (score 1 - p(ok); tiling:"
         " its top tile's defect probability), free of any threshold. `--rescore` adds this to"

@@ -105,3 +105,36 @@ def test_auto_depth_stays_at_the_depth_the_run_was_trained_at(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert rc == 0 and "no level deeper" not in out
+
+
+def test_confidence_holds_the_target_with_a_margin_or_says_how_many_parts_it_needs(
+    members_run, capsys
+):
+    """A ceiling holds at 0.8 confidence by default (its bound printed and stored), too
+    few good parts is an error that names how many it would take, and ``--confidence
+    none`` holds the rate the parts show."""
+    m0 = members_run / "members" / "m0"
+    base = ["calibrate", str(m0), "--camera", "synthetic", *SYN]
+    # 0 false alarms in n good parts bound the rate at 1 - 0.2 ** (1 / n): 0.05 needs 32.
+    rc = main([*base, "--max-false-alarms", "0.05", "--episodes", "8"])
+    out = capsys.readouterr()
+    assert rc == 2, out
+    assert "cannot show false alarms <= 0.05 at 0.8 confidence" in out.err
+    assert "needs at least 32 good parts" in out.err and "--confidence none" in out.err
+    rc = main([*base, "--max-false-alarms", "0.05", "--episodes", "8", "--confidence", "none"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "confidence" not in out
+    assert json.loads((m0 / "operating_point.json").read_text())["confidence"] is None
+    base += ["--max-false-alarms", "0.5"]
+    rc = main([*base, "--episodes", "24", "--confidence", "0.9"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "at 0.9 confidence" in out and "held to the target: (false alarms <= " in out
+    point = json.loads((m0 / "operating_point.json").read_text())
+    assert point["confidence"] == 0.9 and point["target"] == 0.5
+    # A confidence without a ceiling or floor, or outside (0, 1), is refused.
+    assert main([*base[:-2], "--confidence", "0.9", "--episodes", "2"]) == 2
+    with pytest.raises(SystemExit):
+        main([*base, "--confidence", "1", "--episodes", "2"])
+    capsys.readouterr()

@@ -210,10 +210,17 @@ def test_the_operating_point_figure_keeps_a_student_that_bias_0_would_discard():
     assert better_or_equal(entry, best, "operating_point")
     assert not better_or_equal(entry, best, "balanced_accuracy")
     # --max-false-alarms: recall at the bias chosen for at most that many false alarms.
-    fa = cfg.replace(operating_point="max_false_alarms", operating_target=0.0)
+    fa = cfg.replace(operating_point="max_false_alarms", operating_target=0.0,
+                     operating_confidence=None)  # fmt: skip
     assert operating_score(student, y, om, fa)[0] == 1.0
     assert operating_score(lead, y, om, fa)[0] == 0.75
     assert "false alarms <= 0" in metric_words(fa)
+    # With a confidence, 0 false alarms in these 4 good parts cannot bound the rate at 0:
+    # no bias meets it, so the model has no figure (it is never kept for one).
+    held = fa.replace(operating_target=0.5, operating_confidence=0.9)
+    assert "false alarms <= 0.5 at 0.9 confidence" in metric_words(held)
+    assert operating_score(student, y, om, fa.replace(operating_confidence=0.9)) == (None, None)
+    assert "confidence" not in metric_words(cfg)  # balanced: nothing held
     assert "AUROC" in metric_words(cfg.replace(select_metric="defect_auroc"))
     for objective in ("balanced", "none"):  # no target to print
         assert "ties: defect AUROC" in metric_words(cfg.replace(operating_point=objective))
@@ -240,7 +247,8 @@ def test_the_report_says_which_figure_and_which_frames_decided(tmp_path, model):
     kept = sel.finish(model)
     assert kept["checkpoint"] == "last" and kept["metric"] == "operating_point"
     assert kept["decided_by"] == ("val defect recall at the ok bias chosen there for false"
-                                  " alarms <= 0.05 (ties: defect AUROC)")  # fmt: skip
+                                  " alarms <= 0.05 at 0.8 confidence"
+                                  " (ties: defect AUROC)")  # fmt: skip
     assert kept["val"]["operating_point"] == 0.9 and kept["val"]["ok_bias"] == 1.5
     assert kept["frames"]["split"] == "val" and kept["frames"]["count"] == 5
     assert [c["operating_point"] for c in kept["checks"]] == [0.6, 0.9]
@@ -301,3 +309,20 @@ def test_without_held_out_frames_train_evaluates_nothing_and_says_so(tmp_path, c
     print_report(report)
     out = capsys.readouterr().out
     assert "eval: none (no held-out frames" in out and "inspector eval RUN" in out
+
+
+def test_operating_confidence_defaults_to_0_8_and_holds_only_a_ceiling_or_floor():
+    import pytest
+
+    from inspector.train.calibration import goal_of, held_confidence
+
+    assert TrainConfig().operating_confidence == 0.8
+    fa = TrainConfig(operating_point="max_false_alarms", operating_target=0.05)
+    assert held_confidence(fa) == 0.8 and goal_of(fa)[-1] == 0.8
+    # balanced has no target to hold: no confidence reaches choose_bias.
+    assert held_confidence(TrainConfig(operating_point="balanced")) is None
+    assert held_confidence(fa.replace(operating_confidence=None)) is None  # the rate seen
+    for bad in (0.0, 1.0, 1.5, True, "high"):
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            TrainConfig(operating_point="min_recall", operating_target=0.9,
+                        operating_confidence=bad).validate()  # fmt: skip
