@@ -112,6 +112,12 @@ def test_the_students_distillation_is_part_of_the_recipe(tmp_path):
     newer = _saved(2, 0.92)
     newer["benchmark"]["config"]["distill"] = way
     assert "Over seeds 1, 2 (r_s1, r_s2)" in seeds_table([old, new, newer])
+    # Recorded since cnn_separable was a field: a plain CNN is the same recipe as before.
+    plain = _saved(3, 0.93)
+    plain["benchmark"]["config"]["distill"] = {**way, "cnn_separable": False}
+    assert "Over seeds 1, 2, 3 (r_s1, r_s2, r_s3)" in seeds_table([old, new, newer, plain])
+    plain["benchmark"]["config"]["distill"]["cnn_separable"] = True
+    assert "Over seeds 1, 2 (r_s1, r_s2)" in seeds_table([old, new, newer, plain])
     # A student from scratch at another width: its width is part of the recipe.
     wide = {**cfg, "distill_init": "scratch", "student_cnn_channels": 16}
     (run / "student" / "member.json").write_text(json.dumps({"config": wide}))

@@ -33,6 +33,8 @@ def recipe_key(data: dict) -> str:
     of one recipe."""
     cfg = {k: v for k, v in data["benchmark"]["config"].items() if k not in ("seed", "label")}
     cfg.setdefault("distill", {"distill": "ppo"})  # recorded before the field: PPO students
+    # A plain CNN is what a student recorded before ``cnn_separable`` was had.
+    cfg["distill"] = {k: v for k, v in cfg["distill"].items() if k != "cnn_separable" or v}
     return json.dumps(cfg, sort_keys=True)
 
 
