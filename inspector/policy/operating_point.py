@@ -18,12 +18,12 @@ test split) for one of three objectives and stores it with the model:
 A rate measured on a few dozen labelled parts is itself uncertain: a bias with 4 false
 alarms in 90 good val parts (4.4 %) raises more than 5 % on the next 202 good parts one
 time in three (33-49 %, for scores exchangeable between the val parts and new ones; 2 %
-with 1 false alarm in 90). With a ``confidence`` (0.9: nine times in ten) the
-constrained objectives hold the rate's one-sided Clopper-Pearson bound, not the rate
-seen, to the target
-(:func:`upper_bound`): the false-alarm rate is at most the ceiling, or the recall at
-least the floor, with that confidence, on parts like these. Fewer labelled parts need a
-wider margin; too few for the target at all is an error that says how many it needs.
+with 1 false alarm in 90). With a ``confidence`` (``calibrate`` and ``train``: 0.8,
+:data:`DEFAULT_CONFIDENCE`, four times in five) the constrained objectives hold the
+rate's one-sided Clopper-Pearson bound (:func:`upper_bound`), not the rate seen, to the
+target: the false-alarm rate is at most the ceiling, or the recall at least the floor,
+with that confidence, on parts like these. Fewer labelled parts need a wider margin;
+too few for the target at all is an error that says how many it needs.
 
 With the bias, calibration may choose a search depth (``max_zoom``: the deepest zoom
 level the agent looks at, :func:`inspector.train.calibration.choose_operating_point`);
@@ -338,12 +338,12 @@ def bound_words(
         if rate != rate or not n:
             return ""
         b = upper_bound(int(round(rate * n)), n, confidence)
-        return f" (false alarms <= {b:.3f} at {confidence:.0%} confidence, {n} good parts)"
+        return f" (false alarms <= {b:.3f} at {confidence * 100:g} % confidence, {n} good parts)"
     rate, n = at.get("defect_recall", float("nan")), defective
     if rate != rate or not n:
         return ""
     b = 1.0 - upper_bound(int(round((1.0 - rate) * n)), n, confidence)
-    return f" (defect recall >= {b:.3f} at {confidence:.0%} confidence, {n} defective parts)"
+    return f" (defect recall >= {b:.3f} at {confidence * 100:g} % confidence, {n} defective parts)"
 
 
 @dataclass(frozen=True)
