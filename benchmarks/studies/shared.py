@@ -77,3 +77,44 @@ def at_depth(decisions: list, d: int) -> tuple[np.ndarray, float, float]:
     cut = [capped_at(x, d) for x in decisions]
     pix = [0.0 if any(lv > d for _, lv, _ in x.deeper) else x.pixel_fraction for x in decisions]
     return np.stack([c[0] for c in cut]), float(np.mean([c[1] for c in cut])), float(np.mean(pix))
+
+
+def record_models(
+    run: Path,
+    label: str,
+    models: list[str],
+    command: str,
+    save: Callable[[str, dict, dict], dict],
+    figures_of: Callable[[Any, dict[str, tuple], Path], dict],
+    extra: dict | None = None,
+) -> list[dict]:
+    """One full-depth pass (:func:`passes`) per model of a finished ``train --members``
+    run (``student``, ``ensemble``, ``members/m0`` ...), its figures saved.
+
+    The footage comes from the run's first member's parameters (its ``path`` replaced by
+    the magnetic tiles' root where it does not exist here).
+
+    :param save: ``save(file stem, config, result)`` writes one result (the study's own
+        folder and name).
+    :param figures_of: ``figures_of(policy, passes, model folder)``: the result's figures.
+    :param extra: more config keys of every result (an arm's name ...).
+    """
+    import json
+    import time
+
+    from benchmarks.harness import magnetic_tile_root
+
+    spec = json.loads((run / "members" / "m0" / "member.json").read_text())
+    params = {k: v for k, v in spec["params"].items() if k != "split"}
+    if not Path(params.get("path", "")).is_dir() and magnetic_tile_root() is not None:
+        params["path"] = str(magnetic_tile_root())
+    saved = []
+    for name in models:
+        t0 = time.time()
+        pol, runs = passes(run / name, params)
+        config = {"label": label, "run": run.name, "model": name, **(extra or {})}
+        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        result = {"command": command, "recorded": stamp, **figures_of(pol, runs, run / name)}
+        saved.append(save(f"{label}_{name.replace('/', '_')}", config, result))
+        print(f"{label} {name}: recorded in {time.time() - t0:.0f} s wall")
+    return saved

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import RESULTS, magnetic_tile_root, parser, report_recorded, save_result
+from benchmarks.harness import RESULTS, parser, report_recorded, save_result
 from benchmarks.harness import table as md_table
 from benchmarks.studies import operating_margin as study
-from benchmarks.studies.shared import at_depth, passes
+from benchmarks.studies.shared import at_depth, record_models
 
 STUDY = "operating_margin"
 FOLDER = RESULTS / STUDY
@@ -119,23 +117,18 @@ def record(run: Path, label: str, models: list[str], command: str) -> list[dict]
     another student's folder ...) of the finished ``train --members`` run ``run``."""
     from inspector.train.calibration import depth_candidates, trained_depth
 
-    spec = json.loads((run / "members" / "m0" / "member.json").read_text())
-    params = {k: v for k, v in spec["params"].items() if k != "split"}
-    if not Path(params.get("path", "")).is_dir() and magnetic_tile_root() is not None:
-        params["path"] = str(magnetic_tile_root())
-    saved = []
-    for name in models:
-        t0 = time.time()
-        pol, runs = passes(run / name, params)
+    def figures_of(pol: Any, runs: dict[str, tuple], model: Path) -> dict[str, Any]:
         levels = int(pol.meta.scan["zoom_levels"])
-        depths = depth_candidates("auto", levels, trained_depth(run / name))
-        config = {"label": label, "run": run.name, "model": name}
-        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        result = {"command": command, "recorded": stamp, **figures(pol, runs, depths)}
-        safe = name.replace("/", "_")
-        saved.append(save_result(FOLDER / f"{label}_{safe}.json", STUDY, config, result))
-        print(f"{label} {name}: recorded in {time.time() - t0:.0f} s wall")
-    return saved
+        return figures(pol, runs, depth_candidates("auto", levels, trained_depth(model)))
+
+    return record_models(
+        run,
+        label,
+        models,
+        command,
+        lambda stem, config, result: save_result(FOLDER / f"{stem}.json", STUDY, config, result),
+        figures_of,
+    )
 
 
 def _f(v: Any, digits: int = 3) -> str:
