@@ -24,10 +24,17 @@ from torch import nn
 
 
 def standardise(x: torch.Tensor, eps: float = 1.0) -> torch.Tensor:
-    """Per-image standardisation over the last two axes (eps in grey levels)."""
+    """Per-image standardisation over the last two axes (eps in grey levels).
+
+    Two passes (the mean, then the mean square of the centred image) rather than
+    ``Tensor.std``: the same figure to float rounding at a third of the CPU on a batch of
+    32x32 glimpses (torch's one-pass std is the slow reduction on CPU), and every glimpse
+    of every PPO step goes through it.
+    """
     mean = x.mean(dim=(-2, -1), keepdim=True)
-    std = x.std(dim=(-2, -1), keepdim=True, unbiased=False)
-    return (x - mean) / (std + eps)
+    centred = x - mean
+    std = centred.square().mean(dim=(-2, -1), keepdim=True).sqrt()
+    return centred / (std + eps)
 
 
 class GlimpseCNN(nn.Module):
@@ -89,10 +96,26 @@ class GlimpseCNN(nn.Module):
                 nn.ReLU(),
             )
         self.out_dim = 4 * c
+        # In-place ReLUs: a conv's backward does not need its output.
+        for layer in self.net:
+            if isinstance(layer, nn.ReLU):
+                layer.inplace = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, 1, H, W] -> [B, out_dim]."""
-        h = self.net(x)
+        """[B, 1, H, W] -> [B, out_dim].
+
+        The first layer's output goes on in the channels-last (NHWC) layout, so the later
+        convolutions and the max pooling run in oneDNN's channels-last kernels: the same
+        arithmetic (to float rounding), 15-30 % less CPU for a training step's forward
+        and backward pass and 30-50 % less for a forward pass, on batches of 32x32
+        glimpses on one core (docs/training.md, "Where a member's time goes"). The
+        weights keep the default layout (SB3's orthogonal init needs it, saved models
+        load unchanged); a one-channel input cannot carry the layout itself.
+        """
+        layers = iter(self.net)
+        h = next(layers)(x).contiguous(memory_format=torch.channels_last)
+        for layer in layers:
+            h = layer(h)
         return torch.cat([h.amax(dim=(-2, -1)), h.mean(dim=(-2, -1))], dim=1)
 
 
