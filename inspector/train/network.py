@@ -176,10 +176,14 @@ class InspectorExtractor(BaseFeaturesExtractor):
         b, m = g.shape[:2]
         # Empty memory slots (all zeros before enough glimpses) must not win the max.
         filled = (g.reshape(b, m, -1).amax(dim=-1) > 0).float().unsqueeze(-1)
-        feats = self._memory_features(g, filled)
+        overview = standardise(obs["overview"].float())
+        # The overview's evidence comes from the glimpse CNN too: one pass with the memory.
+        feats, ov_feats = self._memory_features(
+            g, filled, overview if self.overview_evidence else None
+        )
         mem = (feats * filled - (1.0 - filled) * 1e4).amax(dim=1)
         mem = torch.maximum(mem, feats[:, 0])
-        ov = self.overview_cnn(standardise(obs["overview"].float()))
+        ov = self.overview_cnn(overview)
         st = self.state_mlp(obs["state"].float())
         parts = [feats[:, 0], mem, ov, st]
         if self.evidence is not None:
@@ -187,26 +191,36 @@ class InspectorExtractor(BaseFeaturesExtractor):
             # Empty slots count as 0 (no evidence); the current glimpse always counts.
             ev = torch.maximum((prob * filled).amax(dim=1), prob[:, 0])
             parts.append(ev)
-            if self.overview_evidence:
-                ov_feats = self.glimpse_cnn(standardise(obs["overview"].float()))
+            if ov_feats is not None:
                 parts.append(torch.softmax(self.evidence(ov_feats), dim=-1))
         return self.head(torch.cat(parts, dim=1))
 
-    def _memory_features(self, g: torch.Tensor, filled: torch.Tensor) -> torch.Tensor:
-        """The glimpse CNN's features of every memory slot, [B, M, out_dim].
+    def _memory_features(
+        self, g: torch.Tensor, filled: torch.Tensor, extra: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The glimpse CNN's features of every memory slot, [B, M, out_dim], and of
+        ``extra`` (standardised [B, 1, H, W] images the glimpses' size, or None).
 
         Only the current glimpse and the filled slots go through the CNN: an empty slot's
         features are masked out of everything they feed (the memory max and the evidence),
         so they only cost time, about half the memory in episodes of a few glimpses. An
         export (tracing) takes every slot, so the graph has no data-dependent shapes.
+        ``extra`` goes through in the same call (every image is standardised and pooled on
+        its own, so the figures are those of a call of its own, at one call's overhead).
         """
         b, m, h, w = g.shape
         flat = g.reshape(b * m, 1, h, w)
         need = filled.reshape(b, m) > 0
         need[:, 0] = True
         idx = need.reshape(-1).nonzero(as_tuple=True)[0]
-        if torch.jit.is_tracing() or len(idx) == b * m:
-            return self.glimpse_cnn(standardise(flat)).reshape(b, m, -1)
-        part = self.glimpse_cnn(standardise(flat[idx]))
-        out = part.new_zeros(b * m, part.shape[1]).index_copy(0, idx, part)
-        return out.reshape(b, m, -1)
+        every = torch.jit.is_tracing() or len(idx) == b * m
+        x = standardise(flat if every else flat[idx])
+        n = x.shape[0]
+        if extra is not None:
+            x = torch.cat([x, extra])
+        out = self.glimpse_cnn(x)
+        part, extra_feats = out[:n], (out[n:] if extra is not None else None)
+        if every:
+            return part.reshape(b, m, -1), extra_feats
+        full = part.new_zeros(b * m, part.shape[1]).index_copy(0, idx, part)
+        return full.reshape(b, m, -1), extra_feats

@@ -125,13 +125,15 @@ def test_perception_and_overview_switches_are_validated_and_reach_the_extractor(
 
 
 def test_skipping_empty_memory_slots_changes_neither_features_nor_gradients(monkeypatch):
-    """Only the current glimpse and the filled slots go through the CNN (a speed-up): the
-    features and every gradient equal those of running the CNN on every slot."""
+    """Only the current glimpse and the filled slots go through the CNN, in one call with
+    the overview (speed-ups): the features and every gradient equal those of running the
+    CNN on every slot, and on the overview in a call of its own."""
     from inspector.train.network import InspectorExtractor, standardise
 
-    def every_slot(self, g, filled):
+    def every_slot(self, g, filled, extra=None):
         b, m, h, w = g.shape
-        return self.glimpse_cnn(standardise(g.reshape(b * m, 1, h, w))).reshape(b, m, -1)
+        feats = self.glimpse_cnn(standardise(g.reshape(b * m, 1, h, w))).reshape(b, m, -1)
+        return feats, (None if extra is None else self.glimpse_cnn(extra))
 
     torch.manual_seed(0)
     ext = InspectorExtractor(_space(memory=4), channels=4, features_dim=16, evidence_classes=3,
