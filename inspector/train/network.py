@@ -108,7 +108,7 @@ class GlimpseCNN(nn.Module):
         convolutions and the max pooling run in oneDNN's channels-last kernels: the same
         arithmetic (to float rounding), 15-30 % less CPU for a training step's forward
         and backward pass and 30-50 % less for a forward pass, on batches of 32x32
-        glimpses on one core (docs/training.md, "Where a member's time goes"). The
+        glimpses on one core (docs/training.md, "Where the time goes"). The
         weights keep the default layout (SB3's orthogonal init needs it, saved models
         load unchanged); a one-channel input cannot carry the layout itself.
         """

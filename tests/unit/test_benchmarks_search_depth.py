@@ -49,3 +49,12 @@ def test_figures_choose_on_val_and_judge_on_test():
     text = sd.report([result, member])
     assert "auto for balanced (picked 1)" in text and "| member | 2 (full) | 1 |" in text
     assert "| s0 | student | 1 | 2.00 | 0.000 |" in text
+
+
+def test_a_student_recorded_without_its_members_has_no_pooled_pick_row():
+    pol = SimpleNamespace(meta=SimpleNamespace(outcome_matrix=R2, scan={"zoom_levels": 3}))
+    fig = sd.figures(pol, {"val": split(40, 2), "test": split(40, 3)})
+    alone = {"benchmark": {"config": {"label": "s9", "model": "student"}}, **fig}
+    assert sd.members_pick([alone], "s9", "balanced") is None
+    text = sd.report([alone])  # was an IndexError in pooled_depth
+    assert "auto for balanced (picked 1)" in text and "members' pooled pick" not in text

@@ -174,20 +174,24 @@ def summary_rows(results: list[dict]) -> list[list]:
             out.append([kind, f"auto for {words} (picked {picks})", len(rows), *_cells(rows)])
             if kind.startswith("member"):
                 continue
-            depths = [members_pick(results, d["benchmark"]["config"]["label"], objective)
+            # A model recorded without its run's members has no pooled pick: left out.
+            picked = [(d, members_pick(results, d["benchmark"]["config"]["label"], objective))
                       for d in mine]  # fmt: skip
-            rows = [
-                next(r for r in d["depths"] if r["max_zoom"] == p) for d, p in zip(mine, depths)
-            ]
+            picked = [(d, p) for d, p in picked if p is not None]
+            if not picked:
+                continue
+            depths = [p for _d, p in picked]
+            rows = [next(r for r in d["depths"] if r["max_zoom"] == p) for d, p in picked]
             picks = ", ".join(str(p) for p in depths)
             out.append([kind, f"members' pooled pick for {words} (picked {picks})", len(rows),
                         *_cells(rows)])  # fmt: skip
     return out
 
 
-def members_pick(results: list[dict], label: str, objective: str) -> int:
+def members_pick(results: list[dict], label: str, objective: str) -> int | None:
     """The depth ``train --members`` gives the ensemble and the student of run ``label``:
-    its members' val figures pooled (:func:`inspector.train.calibration.pooled_depth`)."""
+    its members' val figures pooled (:func:`inspector.train.calibration.pooled_depth`);
+    None when none of its members was recorded."""
     from inspector.train.calibration import pooled_depth
 
     tables = []
@@ -204,6 +208,8 @@ def members_pick(results: list[dict], label: str, objective: str) -> int:
             else:
                 table.append(base | {"ok_bias": entry["bias"], "at_bias": entry["val"]})
         tables.append(table)
+    if not tables:
+        return None
     goal = "max_false_alarms" if objective == "fa05" else "balanced"
     return pooled_depth(tables, goal)[0]
 
