@@ -62,44 +62,41 @@ class GlimpseCNN(nn.Module):
         c = channels
         if fine and separable:
             raise ValueError("a glimpse CNN is either fine or separable, not both")
+        # ReLUs in place: a conv's backward does not need its output (less CPU).
         if separable:
             self.net = nn.Sequential(
                 nn.Conv2d(1, c, 3, stride=2, padding=1),
-                nn.ReLU(),
+                nn.ReLU(inplace=True),
                 nn.Conv2d(c, c, 3, padding=1, groups=c),
                 nn.Conv2d(c, 2 * c, 1),
-                nn.ReLU(),
+                nn.ReLU(inplace=True),
                 nn.MaxPool2d(2),
                 nn.Conv2d(2 * c, 2 * c, 3, padding=1, groups=2 * c),
                 nn.Conv2d(2 * c, 2 * c, 1),
-                nn.ReLU(),
+                nn.ReLU(inplace=True),
             )
         elif fine:
             self.net = nn.Sequential(
                 nn.Conv2d(1, c, 5, padding=2),
-                nn.ReLU(),
+                nn.ReLU(inplace=True),
                 nn.Conv2d(c, 2 * c, 5, padding=2),
-                nn.ReLU(),
+                nn.ReLU(inplace=True),
                 nn.Conv2d(2 * c, 2 * c, 3, padding=1),
-                nn.ReLU(),
+                nn.ReLU(inplace=True),
             )
         else:
             # A stride-2 first layer keeps the cost low; its 3x3 kernels still see
             # every pixel, so a one-pixel point defect reaches the features.
             self.net = nn.Sequential(
                 nn.Conv2d(1, c, 3, stride=2, padding=1),
-                nn.ReLU(),
+                nn.ReLU(inplace=True),
                 nn.Conv2d(c, 2 * c, 3, padding=1),
-                nn.ReLU(),
+                nn.ReLU(inplace=True),
                 nn.MaxPool2d(2),
                 nn.Conv2d(2 * c, 2 * c, 3, padding=1),
-                nn.ReLU(),
+                nn.ReLU(inplace=True),
             )
         self.out_dim = 4 * c
-        # In-place ReLUs: a conv's backward does not need its output.
-        for layer in self.net:
-            if isinstance(layer, nn.ReLU):
-                layer.inplace = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """[B, 1, H, W] -> [B, out_dim].
