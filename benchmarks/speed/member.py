@@ -37,7 +37,6 @@ from pathlib import Path
 from benchmarks.harness import ROOT, load_average, magnetic_tile_root, parser, table, write_section
 
 PROFILE = str(ROOT / "reward_profiles" / "magnetic_tile.yaml")
-PHASES = ("perception", "cloning", "ppo", "val_checks", "calibration", "evaluation")
 
 
 def _old_standardise(x, eps: float = 1.0):
@@ -140,11 +139,14 @@ def report(runs: dict[str, list[dict]], timesteps: int, seed: int) -> str:
     def phase(name: str, p: str) -> float:
         return med(float(r.get(p, 0.0)) for r in runs[name])
 
+    from inspector.train.phases import PHASES
+
+    counted = [p for p in PHASES if any(p in r for rs in runs.values() for r in rs)]
     rows = []
-    for p in (*PHASES, "all"):
+    for p in (*counted, "all"):
         if p == "all":
-            cur = sum(phase("current", q) for q in PHASES)
-            base = sum(phase("baseline", q) for q in PHASES)
+            cur = sum(phase("current", q) for q in counted)
+            base = sum(phase("baseline", q) for q in counted)
         else:
             cur, base = phase("current", p), phase("baseline", p)
         ratio = f"{cur / base:.2f}x" if base > 0 else "-"

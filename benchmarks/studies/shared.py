@@ -84,7 +84,8 @@ def record_models(
     label: str,
     models: list[str],
     command: str,
-    save: Callable[[str, dict, dict], dict],
+    folder: Path,
+    study: str,
     figures_of: Callable[[Any, dict[str, tuple], Path], dict],
     extra: dict | None = None,
 ) -> list[dict]:
@@ -94,15 +95,15 @@ def record_models(
     The footage comes from the run's first member's parameters (its ``path`` replaced by
     the magnetic tiles' root where it does not exist here).
 
-    :param save: ``save(file stem, config, result)`` writes one result (the study's own
-        folder and name).
+    :param folder: where each result goes (``LABEL_MODEL.json``).
+    :param study: the study's name, saved with each result.
     :param figures_of: ``figures_of(policy, passes, model folder)``: the result's figures.
     :param extra: more config keys of every result (an arm's name ...).
     """
     import json
     import time
 
-    from benchmarks.harness import magnetic_tile_root
+    from benchmarks.harness import magnetic_tile_root, save_result
 
     spec = json.loads((run / "members" / "m0" / "member.json").read_text())
     params = {k: v for k, v in spec["params"].items() if k != "split"}
@@ -115,6 +116,7 @@ def record_models(
         config = {"label": label, "run": run.name, "model": name, **(extra or {})}
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         result = {"command": command, "recorded": stamp, **figures_of(pol, runs, run / name)}
-        saved.append(save(f"{label}_{name.replace('/', '_')}", config, result))
+        stem = f"{label}_{name.replace('/', '_')}"
+        saved.append(save_result(folder / f"{stem}.json", study, config, result))
         print(f"{label} {name}: recorded in {time.time() - t0:.0f} s wall")
     return saved

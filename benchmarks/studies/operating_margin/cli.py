@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import RESULTS, parser, report_recorded, save_result
+from benchmarks.harness import RESULTS, parser, report_recorded
 from benchmarks.harness import table as md_table
 from benchmarks.studies import operating_margin as study
 from benchmarks.studies.shared import at_depth, record_models
@@ -126,7 +126,8 @@ def record(run: Path, label: str, models: list[str], command: str) -> list[dict]
         label,
         models,
         command,
-        lambda stem, config, result: save_result(FOLDER / f"{stem}.json", STUDY, config, result),
+        FOLDER,
+        STUDY,
         figures_of,
     )
 

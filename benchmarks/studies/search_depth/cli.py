@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import RESULTS, parser, report_recorded, save_result
+from benchmarks.harness import RESULTS, parser, report_recorded
 from benchmarks.harness import table as md_table
 from benchmarks.studies import search_depth as study
 from benchmarks.studies.shared import at_depth, record_models
@@ -88,7 +88,8 @@ def record(run: Path, label: str, models: list[str], command: str, arm: str = ""
         label,
         models,
         command,
-        lambda stem, config, result: save_result(FOLDER / f"{stem}.json", STUDY, config, result),
+        FOLDER,
+        STUDY,
         lambda pol, runs, _model: figures(pol, runs),
         {"arm": arm} if arm else None,
     )
