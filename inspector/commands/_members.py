@@ -18,7 +18,10 @@ def add_members_arguments(p: argparse.ArgumentParser) -> None:
         " OUT/student/ (export either); OUT/report.md puts their figures side by side."
         " The student starts from the member with the best val figure and learns the"
         " ensemble's verdict and moves on the states it visits (config distill:"
-        " supervised, distill_init: best; distill: ppo for the hybrid loss's KL term)",
+        " supervised, distill_init: best; distill: ppo for the hybrid loss's KL term)."
+        " A student more than student_shortfall (0.03) below the ensemble's val figure is"
+        " distilled again with the next seed (OUT/student_2, up to student_attempts: 2) and"
+        " the better one on val kept; the report and the last lines name it",
     )
     g.add_argument(
         "--members",

@@ -112,6 +112,7 @@ def _members_run(run: Path, ensemble: list[str]) -> tuple[Path, list[str], Path 
     from inspector.errors import InspectorError
     from inspector.train.distill import ensemble_members, is_ensemble_dir
     from inspector.train.members import SUMMARY_FILE
+    from inspector.train.students import kept_student
 
     if is_ensemble_dir(run):
         if ensemble:
@@ -120,7 +121,7 @@ def _members_run(run: Path, ensemble: list[str]) -> tuple[Path, list[str], Path 
         return lead, [str(m) for m in rest], run
     if run.is_dir() and (run / SUMMARY_FILE).is_file() and not (run / "model.zip").is_file():
         raise InspectorError(
-            f"{run} is a --members run: export {run / 'student'} (one agent) or"
+            f"{run} is a --members run: export {kept_student(run)} (one agent) or"
             f" {run / 'ensemble'} (the members' verdict ensemble)"
         )
     return run, ensemble, None

@@ -189,6 +189,14 @@ class TrainConfig:
     :param distill_mixup: in that distillation, function matching: each minibatch's
         glimpses and overviews mixed pairwise (weight ``~ Beta(a, a)``, ``a`` this value)
         and judged by the teacher as mixed (0: off; ``inspector.train.dagger``).
+    :param student_attempts: with ``train --members K``, at most this many students are
+        distilled (seeds ``seed+K``, ``seed+K+1`` ...): a further one only while every
+        student so far falls short of the ensemble's val figure (``select_metric``, the
+        same check on the same val frames) by more than ``student_shortfall``; the one
+        with the best val figure is kept (``members.json``, ``student``). 1: one student,
+        whatever its figure (the report still says how far it falls short).
+    :param student_shortfall: how far below the ensemble's val figure a student may be
+        and still be kept without distilling another (0: any shortfall asks for another).
     """
 
     n_envs: int = 4
@@ -256,6 +264,8 @@ class TrainConfig:
     distill_w_moves: float = 1.0
     distill_flips: bool = False
     distill_mixup: float = 0.0
+    student_attempts: int = 2
+    student_shortfall: float = 0.03
 
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
@@ -371,6 +381,13 @@ class TrainConfig:
             )
         if not (math.isfinite(self.distill_mixup) and self.distill_mixup >= 0):
             raise ValueError("distill_mixup must be a finite number >= 0 (0: off)")
+        if not _count(self.student_attempts) or self.student_attempts < 1:
+            raise ValueError(
+                f"student_attempts must be a whole number >= 1, got {self.student_attempts!r}"
+            )
+        s = self.student_shortfall
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0.0 <= s <= 1.0:
+            raise ValueError(f"student_shortfall must be 0..1, got {s!r}")
 
     def minibatch(self) -> tuple[int, str | None]:
         """The PPO minibatch that fits a rollout of ``n_steps * n_envs`` steps, and a note

@@ -7,6 +7,9 @@ The run directory::
     RUN/members/m0 ... mK-1   one ordinary training run per member (seeds seed..seed+K-1)
     RUN/ensemble/             ensemble.json (the members, lead m0) + report.json/png
     RUN/student/              the distilled student: an ordinary run (export it)
+    RUN/student_2/ ...        further students, only where the first fell short of the
+                              ensemble on val (:mod:`inspector.train.students`);
+                              members.json's ``student.kept`` names the one to export
 
 Every member is a spec file trained by :func:`inspector.train.member_run.run_member`
 in a local process or a Ray task (:mod:`inspector.train.cluster`), resuming from its
@@ -78,9 +81,11 @@ def student_spec(
     k: int,
     lead: str = "m0",
     ensemble: str = "ensemble",
+    attempt: int = 0,
 ) -> MemberSpec:
     """The student: member ``lead``'s weights (m0 by default), the members' ensemble
-    (``out/<ensemble>``, led by it) as its teacher.
+    (``out/<ensemble>``, led by it) as its teacher; ``attempt`` (0-based) chooses its
+    folder and seed (:mod:`inspector.train.students`: ``student``, seed ``seed+k``).
 
     Nothing is pretrained again (the lead's perception and cloning carry over), the
     critic is the lead's (no warm-up); with ``cfg.distill_init == "scratch"`` the student
@@ -93,7 +98,7 @@ def student_spec(
     scratch = cfg.distill_init == "scratch"
     config = {
         **dataclasses.asdict(cfg),
-        "seed": cfg.seed + k,
+        "seed": cfg.seed + k + attempt,
         "teacher": str(ens),
         "w_kd": cfg.distill_w_kd,
         "bc_samples": 0,
@@ -103,13 +108,16 @@ def student_spec(
         "critic_warmup": 0,
         "supervised_distill_steps": int(timesteps) if cfg.distill == "supervised" else 0,
     }
+    from inspector.train.students import attempt_name
+
+    name = attempt_name(attempt)
     return MemberSpec(
-        name="student",
+        name=name,
         profile=str(Path(profile).resolve()),
         camera=camera,
         params=dict(params),
         timesteps=int(timesteps),
-        out=str((out / "student").resolve()),
+        out=str((out / name).resolve()),
         config=config,
         teacher=str(ens),
         init_from=None if scratch else str((out / "members" / lead).resolve()),
@@ -206,16 +214,22 @@ def train_members(
         write_json(out / SUMMARY_FILE, {**asked_depth, "status": "ensemble"})
         evaluate_ensemble(ens, camera, camera_params, cfg)
     write_json(out / SUMMARY_FILE, {**asked_depth, "status": "student"})
-    lead, teacher = student_teacher(out, [Path(s.out) for s in specs], cfg)
-    student = student_spec(profile_path, camera, camera_params, steps, out, cfg, k, lead, teacher)
-    spath = Path(student.out) / SPEC_FILE
-    run_specs(
-        [spath if spath.is_file() else student.write()], cfg, ray_address=ray_address, parallel=1
+    ms = [Path(s.out) for s in specs]
+    from inspector.train.students import train_students
+
+    chosen, check = train_students(
+        profile_path, camera, camera_params, steps, out, cfg, ms, ray_address
     )
-    summary = {**asked_depth, "status": "done", **summarise(out, [s.name for s in specs])}
+    summary = {
+        **asked_depth,
+        "status": "done",
+        "student": chosen,
+        **summarise(out, [s.name for s in specs], chosen, check),
+    }
     write_json(out / SUMMARY_FILE, summary)
     (out / TABLE_FILE).write_text(table_markdown(summary))
-    return MembersResult(out, Path(student.out), ens, summary)
+    student = out / chosen["kept"]
+    return MembersResult(out, student, ens, summary)
 
 
 def members_depth(members: Sequence[Path], cfg: TrainConfig) -> dict[str, Any]:
@@ -395,12 +409,20 @@ COLUMNS = (
 )
 
 
-def summarise(out: Path, members: Sequence[str]) -> dict[str, Any]:
-    """Rows of members, ensemble and student: their report figures and CPU time.
+def summarise(
+    out: Path,
+    members: Sequence[str],
+    student: Mapping[str, Any] | None = None,
+    check: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Rows of members, ensemble and students: their report figures and CPU time.
 
     ``cpu_min`` is the row's own training (the ensemble: its evaluation), and
     ``cpu_min_to_deployable`` what it took to have that model: a member its own, the
-    ensemble all members, the student all members and its distillation.
+    ensemble all members, a student all members, the ensemble's val check and every
+    student distilled up to it. The kept student's row is ``student`` (``student``:
+    :func:`inspector.train.students.distil_students`' section; default: ``student``
+    alone); one not kept is ``<folder> (not kept)``.
     """
     rows = []
     member_cpu = 0.0
@@ -411,8 +433,14 @@ def summarise(out: Path, members: Sequence[str]) -> dict[str, Any]:
         rows.append(_row(name, d, cost, cost.get("cpu_s", 0.0)))
     ens_cost = read_json(out / "ensemble" / COST_FILE, {})
     rows.append(_row("ensemble", out / "ensemble", ens_cost, member_cpu))
-    st_cost = read_json(out / "student" / COST_FILE, {})
-    rows.append(_row("student", out / "student", st_cost, member_cpu + st_cost.get("cpu_s", 0.0)))
+    attempts = (student or {}).get("attempts") or [{"name": "student"}]
+    kept = (student or {}).get("kept", "student")
+    spent = member_cpu + float((check or {}).get("cpu_s") or 0.0)
+    for a in attempts:
+        cost = read_json(out / a["name"] / COST_FILE, {})
+        spent += cost.get("cpu_s", 0.0)
+        name = "student" if a["name"] == kept else f"{a['name']} (not kept)"
+        rows.append(_row(name, out / a["name"], cost, spent))
     return {"rows": rows}
 
 
@@ -450,6 +478,9 @@ def table_markdown(summary: Mapping[str, Any]) -> str:
         words = words if isinstance(d, int) or d == "full" else f"each model its own ({d})"
         why = depth.get("why")
         lines += ["", f"Search depth of the ensemble and the student: {words} ({why})."]
+    chosen = summary.get("student") or {}
+    if chosen.get("why"):
+        lines += ["", f"Student kept: {chosen.get('kept')} ({chosen['why']})."]
     lines += [
         "",
         f"{asked.get('members')} members of {asked.get('timesteps')} steps (seeds"

@@ -223,6 +223,31 @@ FIGURES = (
 )
 
 
+def policy_figures(
+    policy: Any, camera: str, params: Mapping[str, Any], cfg: TrainConfig
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A policy's figures on the frames of ``params`` as a val check computes them
+    (``cfg.select_episodes`` parts, the check's search depth; with ``select_metric:
+    operating_point`` the figure at the bias the run's objective chooses there):
+    (figures, every metric). Any policy: a training model's, an ensemble's."""
+    from inspector.train.evaluate import decision_probabilities, metrics, run_parts
+
+    labels, decisions, _ = run_parts(
+        policy, camera, params, cfg.select_episodes, max_zoom=check_depth(cfg)
+    )
+    meta = policy.meta
+    m = metrics(meta.classes, meta.ok_class, labels, decisions)
+    figures = {k: m[k] for k in FIGURES} | {"parts": m["episodes"]}
+    if cfg.select_metric == "operating_point" and meta.classification_only:
+        # No ok class, no ok bias: the verdict is the likeliest class as it stands.
+        figures |= {"operating_point": figures["balanced_accuracy"], "ok_bias": 0.0}
+    elif cfg.select_metric == "operating_point":
+        probs, y = decision_probabilities(meta.classes, labels, decisions)
+        score, bias = operating_score(probs, y, meta.outcome_matrix, cfg)
+        figures |= {"operating_point": score, "ok_bias": bias}
+    return figures, m
+
+
 class BestOnVal:
     """Checks a model on the val frames and keeps the best one in ``out/best.zip``.
 
@@ -265,32 +290,15 @@ class BestOnVal:
 
     def evaluate(self, model: Any) -> tuple[dict[str, Any], Any]:
         """The model's figures on the val frames: (figures, decisions' probabilities)."""
-        from inspector.train.evaluate import decision_probabilities, metrics, run_parts
         from inspector.train.torch_policy import TorchPolicy, meta_for_model
 
         training = model.policy.training
         model.policy.set_training_mode(False)
         try:
             policy = TorchPolicy(model, meta_for_model(model, self.profile))
-            labels, decisions, _ = run_parts(
-                policy,
-                self.camera,
-                self.params,
-                self.cfg.select_episodes,
-                max_zoom=check_depth(self.cfg),
-            )
+            return policy_figures(policy, self.camera, self.params, self.cfg)
         finally:
             model.policy.set_training_mode(training)
-        m = metrics(self.profile.classes, self.profile.ok_class, labels, decisions)
-        figures = {k: m[k] for k in FIGURES} | {"parts": m["episodes"]}
-        if self.cfg.select_metric == "operating_point" and policy.meta.classification_only:
-            # No ok class, no ok bias: the verdict is the likeliest class as it stands.
-            figures |= {"operating_point": figures["balanced_accuracy"], "ok_bias": 0.0}
-        elif self.cfg.select_metric == "operating_point":
-            probs, y = decision_probabilities(policy.meta.classes, labels, decisions)
-            score, bias = operating_score(probs, y, policy.meta.outcome_matrix, self.cfg)
-            figures |= {"operating_point": score, "ok_bias": bias}
-        return figures, m
 
     def check(self, model: Any, when: str) -> dict[str, Any]:
         """Check ``model`` now; save it as best.zip when it is the best so far."""

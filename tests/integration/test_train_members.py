@@ -194,6 +194,31 @@ def test_eval_takes_the_ensemble(members_run):
     assert json.loads(proc.stdout.strip().splitlines()[-1])["episodes"] == 4
 
 
+def test_the_ensemble_is_checked_on_val_as_a_student_is(members_run, tmp_path):
+    """The figure a student is compared with: the ensemble's own val check (the same
+    frames, parts and figure as a student's select.json), computed once."""
+    import shutil
+
+    from inspector.train.config import TrainConfig
+    from inspector.train.students import VAL_CHECK, ensemble_val_check
+
+    out, _, _ = members_run
+    run = tmp_path / "run"
+    shutil.copytree(out / "members", run / "members")
+    shutil.copytree(out / "ensemble", run / "ensemble")
+    (run / "ensemble" / VAL_CHECK).unlink(missing_ok=True)
+    cfg = TrainConfig(select_interval=64, select_episodes=4, select_metric="operating_point",
+                      operating_point="balanced", search_depth="full")  # fmt: skip
+    doc = ensemble_val_check(run / "ensemble", "synthetic", {}, cfg)
+    assert 0.0 <= doc["figure"] <= 1.0 and doc["figures"]["parts"] == 4
+    assert doc["figure"] == doc["figures"]["operating_point"]
+    assert "another seed" in doc["frames"]["source"] and doc["cpu_s"] >= 0
+    assert ensemble_val_check(run / "ensemble", "synthetic", {}, cfg) == doc  # kept
+    other = ensemble_val_check(run / "ensemble", "synthetic", {}, cfg.replace(search_depth=1))
+    assert other["search_depth"] == 1  # another depth: checked again
+    assert json.loads((run / "ensemble" / VAL_CHECK).read_text()) == other
+
+
 def test_the_same_directory_again_needs_resume(members_run):
     out, _, _ = members_run
     proc = subprocess.run(

@@ -61,9 +61,11 @@ SPLITS = ("val", "test")
 
 def model_dirs(run: Path) -> dict[str, Path]:
     """The models of a ``train --members`` run folder: student, members, ensemble."""
+    from inspector.train.students import kept_student
+
     out: dict[str, Path] = {}
-    if (run / "student" / "model.zip").is_file():
-        out["student"] = run / "student"
+    if (kept_student(run) / "model.zip").is_file():
+        out["student"] = kept_student(run)
     for m in sorted((run / "members").glob("m*")) if (run / "members").is_dir() else []:
         if (m / "model.zip").is_file():
             out[m.name] = m
