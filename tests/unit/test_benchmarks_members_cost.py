@@ -123,3 +123,36 @@ def test_the_students_distillation_is_part_of_the_recipe(tmp_path):
     (run / "student" / "member.json").write_text(json.dumps({"config": wide}))
     assert mc.student_distillation(run)["student_cnn_channels"] == 16
     assert "from scratch, width 16" in mc._way({"distill": mc.student_distillation(run)})
+
+
+def test_a_student_not_kept_is_neither_the_student_nor_a_member(tmp_path, monkeypatch):
+    """A run whose first student fell short of the ensemble on val: its kept student is
+    the ``student`` row (its fa05 file found by folder), the other one is pooled nowhere."""
+    from benchmarks.studies.members_cost.seeds import seeds_table
+
+    monkeypatch.setattr(mc, "FOLDER", tmp_path / "results")
+    run = _run(tmp_path, "done")
+    summary = json.loads((run / "members.json").read_text())
+    (run / "student_2").mkdir()
+    (run / "student_2" / "cost.json").write_text(json.dumps({"cpu_s": 40.0}))
+    rows = summary["rows"]
+    rows[3]["name"] = "student (not kept)"
+    rows.append({**rows[3], "name": "student", "path": str(run / "student_2")})
+    summary["student"] = {"kept": "student_2", "metric": "operating_point", "shortfall": 0.03,
+                          "why": "val operating_point: ensemble 0.940, student 0.868"}  # fmt: skip
+    (run / "members.json").write_text(json.dumps(summary))
+    fa05 = tmp_path / "fa05"
+    fa05.mkdir()
+    goal = {"defect_recall": 0.97, "false_alarm_rate": 0.04, "balanced_accuracy": 0.92}
+    (fa05 / "student_2.fa05.test.json").write_text(json.dumps(goal))
+    data = mc.record(run, "x", fa05=fa05)
+    got = {r["name"]: r for r in data["rows"]}
+    assert got["student"]["at_fa05"] == goal and "at_fa05" not in got["student (not kept)"]
+    assert data["benchmark"]["config"]["student_check"]["shortfall"] == 0.03
+    assert "Student kept: student_2 (val operating_point" in mc.report([data])
+    again = mc.record(run, "y", fa05=fa05)
+    again["benchmark"]["config"]["seed"] = 1
+    lines = [line for line in seeds_table([data, again]).splitlines() if "|" in line]
+    members = next(line for line in lines if line.startswith("| one default agent"))
+    assert "| 4 |" in members  # m0, m1 of each run: the students are not members
+    assert next(line for line in lines if line.startswith("| student |")).endswith("| 2 of 2 |")

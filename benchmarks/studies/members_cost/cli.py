@@ -90,8 +90,8 @@ def record(
         report = Path(r["path"]) / "report.json"
         if row.get("ok_bias") is None and report.is_file():
             row["ok_bias"] = json.loads(report.read_text()).get("ok_bias")
-    for row in rows if fa05 else []:  # the goal's operating point, chosen on val
-        at = _read(fa05 / f"{row['name']}.fa05.test.json", None)
+    for row, r in zip(rows, found) if fa05 else []:  # the goal's point, chosen on val
+        at = _read(fa05 / f"{Path(r['path']).name}.fa05.test.json", None)  # student_2 ...
         if at:
             row["at_fa05"] = {k: at.get(k) for k in KEYS_FA05}
     costs = {}
@@ -101,7 +101,13 @@ def record(
             costs[r["name"]] = json.loads(path.read_text())
     config = {"label": label, **asked, "train_config": config_changes(spec["config"])}
     config["distill"] = student_distillation(run)
+    chosen = summary.get("student")
+    if chosen:  # the student checked against the ensemble on val, distilled again if short
+        config["student_check"] = {k: chosen.get(k) for k in ("metric", "shortfall")}
+        config["student_check"]["attempts"] = spec["config"].get("student_attempts")
     result = {"note": note, "command": command, "status": status, "rows": rows, "costs": costs}
+    if chosen:
+        result["student"] = chosen
     result["val_checks"] = {
         m: _progress(run / "members" / m, m)["val_checks"]
         for m in members
@@ -283,6 +289,7 @@ def run_section(data: dict) -> str:
     status = data.get("status", "done")
     state = "" if status == "done" else f" (not finished: at the {status} stage)"
     phases = phase_table(data)
+    kept = data.get("student")
     return (
         f"### {cfg['label']}: {cfg['members']} members of {cfg['timesteps']:,} steps,"
         f" student {cfg['distill_timesteps']:,} steps{_way(cfg)}, seed {cfg['seed']}{state}\n\n"
@@ -290,6 +297,7 @@ def run_section(data: dict) -> str:
         f" defaults: `{json.dumps(cfg['train_config'])}`\n\n"
         f"{note}"
         + (table(heads, rows) if rows else "No model of the run has finished yet.\n")
+        + (f"\nStudent kept: {kept['kept']} ({kept['why']}).\n" if kept else "")
         + (f"\n{phases}" if phases else "")
         + (
             f"\n{progress_section(data)}"

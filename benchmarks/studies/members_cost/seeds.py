@@ -62,7 +62,11 @@ def shared_member_seeds(runs: list[dict]) -> list[int]:
 
 
 def _kind(name: str) -> str:
-    return name if name in ("ensemble", "student") else "member"
+    """A row's kind: ``student`` (the kept one), ``ensemble``, ``member``, or ``other``
+    (a student the run distilled but did not keep: ``student_2 (not kept)``)."""
+    if name in ("ensemble", "student"):
+        return name
+    return "other" if name.startswith("student") else "member"
 
 
 def _spread(values: list[float], digits: int) -> str:
