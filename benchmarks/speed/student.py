@@ -186,15 +186,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", help="the run's name in the report (default: its folder's)")
     ap.add_argument("--student", action="append", metavar="NAME",
                     help="a student folder of RUN to time (repeat for several; the first"
-                    " one's episodes give the observations; default: student)")  # fmt: skip
+                    " one's episodes give the observations; default: the student the"
+                    " run kept)")  # fmt: skip
     args = ap.parse_args(argv)
     import torch
+
+    from inspector.train.students import kept_student
 
     torch.set_num_threads(1)
     kw = dict(n_obs=200, n_calls=500, max_s=5.0) if args.quick else {}
     kw = {"n_obs": 1000, "n_calls": 5000, "max_s": 60.0, **kw}
     with tempfile.TemporaryDirectory(prefix="inspector-student-") as tmp:
-        m = measure(args.run, Path(tmp), students=tuple(args.student or ["student"]), **kw)
+        kept = [kept_student(args.run).name]
+        m = measure(args.run, Path(tmp), students=tuple(args.student or kept), **kw)
     label = args.label or args.run.name
     body, ok = report(label, m)
     body += f"\nLoad average at the end: {load_average():.1f}.\n"
