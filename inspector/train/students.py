@@ -59,12 +59,13 @@ def ensemble_val_check(
     from inspector.train.select import frames_doc, policy_figures, val_params
 
     path = ens / VAL_CHECK
+    asked = _check_settings(cfg)
     have = read_json(path, {})
-    if have.get("metric") == cfg.select_metric and have.get("search_depth") == cfg.search_depth:
+    if all(have.get(k) == v for k, v in asked.items()):
         return have
     cpu0 = cpu_seconds()
     val, source = val_params(camera, params, cfg)
-    doc: dict[str, Any] = {"metric": cfg.select_metric, "search_depth": cfg.search_depth}
+    doc: dict[str, Any] = dict(asked)
     if cfg.select_interval == 0:
         doc |= {"figure": None, "why": "select_interval is 0: no student is checked on val"}
     elif val is None:
@@ -80,6 +81,18 @@ def ensemble_val_check(
     doc["cpu_s"] = round(cpu_seconds() - cpu0, 2)
     write_json(path, doc)
     return doc
+
+
+def _check_settings(cfg: TrainConfig) -> dict[str, Any]:
+    """What a val check's figure depends on besides the frames (a change: check again)."""
+    return {
+        "metric": cfg.select_metric,
+        "search_depth": cfg.search_depth,
+        "episodes": cfg.select_episodes,
+        "objective": cfg.operating_point,
+        "target": cfg.operating_target,
+        "confidence": cfg.operating_confidence,
+    }
 
 
 def val_figure(folder: Path, cfg: TrainConfig) -> float | None:

@@ -217,6 +217,8 @@ def test_the_ensemble_is_checked_on_val_as_a_student_is(members_run, tmp_path):
     other = ensemble_val_check(run / "ensemble", "synthetic", {}, cfg.replace(search_depth=1))
     assert other["search_depth"] == 1  # another depth: checked again
     assert json.loads((run / "ensemble" / VAL_CHECK).read_text()) == other
+    fewer = ensemble_val_check(run / "ensemble", "synthetic", {}, cfg.replace(select_episodes=3))
+    assert fewer["figures"]["parts"] == 3  # other parts per check: checked again
 
 
 def test_the_same_directory_again_needs_resume(members_run):
