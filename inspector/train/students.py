@@ -1,5 +1,6 @@
-"""The student of ``train --members K``: distilled, checked against its teacher on val,
-distilled again while it falls short, the best on val kept.
+"""The student of ``train --members K``: distilled, checked on val against the ensemble
+it stands in for (``RUN/ensemble``), distilled again while it falls short, the best on
+val kept.
 
 A distillation can go wrong on a seed: on the magnetic tiles one student in four sat at a
 val figure of 0.87 where its ensemble stood at 0.94, and it missed the goal on test where
