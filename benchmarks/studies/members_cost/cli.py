@@ -104,7 +104,9 @@ def record(
     chosen = summary.get("student")
     if chosen:  # the student checked against the ensemble on val, distilled again if short
         config["student_check"] = {k: chosen.get(k) for k in ("metric", "shortfall")}
-        config["student_check"]["attempts"] = spec["config"].get("student_attempts")
+        # a member spec written before the field: the run's check used the default
+        most = spec["config"].get("student_attempts", TrainConfig.student_attempts)
+        config["student_check"]["attempts"] = most
     result = {"note": note, "command": command, "status": status, "rows": rows, "costs": costs}
     if chosen:
         result["student"] = chosen
