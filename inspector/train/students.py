@@ -87,6 +87,7 @@ def ensemble_val_check(
 def _check_settings(cfg: TrainConfig) -> dict[str, Any]:
     """What a val check's figure depends on besides the frames (a change: check again)."""
     return {
+        "checked": cfg.select_interval > 0,
         "metric": cfg.select_metric,
         "search_depth": cfg.search_depth,
         "episodes": cfg.select_episodes,
