@@ -111,17 +111,14 @@ def _members_run(run: Path, ensemble: list[str]) -> tuple[Path, list[str], Path 
     operating point; the run above it is refused with the two things it holds."""
     from inspector.errors import InspectorError
     from inspector.train.distill import ensemble_members, is_ensemble_dir
-    from inspector.train.members import SUMMARY_FILE
-    from inspector.train.students import kept_student
+    from inspector.train.students import members_run_refusal
 
     if is_ensemble_dir(run):
         if ensemble:
             raise InspectorError(f"{run} is an ensemble already; --ensemble adds nothing to it")
         lead, *rest = ensemble_members(run)
         return lead, [str(m) for m in rest], run
-    if run.is_dir() and (run / SUMMARY_FILE).is_file() and not (run / "model.zip").is_file():
-        raise InspectorError(
-            f"{run} is a --members run: export {kept_student(run)} (one agent) or"
-            f" {run / 'ensemble'} (the members' verdict ensemble)"
-        )
+    refusal = members_run_refusal(run, "export")
+    if refusal:
+        raise InspectorError(refusal)
     return run, ensemble, None

@@ -41,6 +41,7 @@ from inspector.train.member_run import (
     read_json,
     write_json,
 )
+from inspector.train.students import attempt_name, train_students
 
 SUMMARY_FILE = "members.json"
 TABLE_FILE = "report.md"
@@ -108,8 +109,6 @@ def student_spec(
         "critic_warmup": 0,
         "supervised_distill_steps": int(timesteps) if cfg.distill == "supervised" else 0,
     }
-    from inspector.train.students import attempt_name
-
     name = attempt_name(attempt)
     return MemberSpec(
         name=name,
@@ -215,8 +214,6 @@ def train_members(
         evaluate_ensemble(ens, camera, camera_params, cfg)
     write_json(out / SUMMARY_FILE, {**asked_depth, "status": "student"})
     ms = [Path(s.out) for s in specs]
-    from inspector.train.students import train_students
-
     chosen, check = train_students(
         profile_path, camera, camera_params, steps, out, cfg, ms, ray_address
     )

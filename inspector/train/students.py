@@ -51,6 +51,19 @@ def kept_student(run: str | Path) -> Path:
     return run / "student"
 
 
+def members_run_refusal(path: Path, verb: str) -> str | None:
+    """The message for a ``train --members`` run folder given where one model is wanted
+    (it holds two: the kept student and the ensemble), or None for any other path."""
+    from inspector.train.members import SUMMARY_FILE
+
+    if path.is_dir() and (path / SUMMARY_FILE).is_file() and not (path / "model.zip").is_file():
+        return (
+            f"{path} is a train --members run: {verb} {kept_student(path)} (one agent) or"
+            f" {path / 'ensemble'} (the members' verdict ensemble)"
+        )
+    return None
+
+
 def ensemble_val_check(
     ens: Path, camera: str, params: Mapping[str, Any], cfg: TrainConfig
 ) -> dict[str, Any]:

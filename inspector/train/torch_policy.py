@@ -180,11 +180,8 @@ def load_any_policy(path: str | Path, *, threads: int | None = None) -> Policy:
 
 def _refuse_members_run(p: Path) -> None:
     """The top directory of ``train --members`` holds two models: say which to give."""
-    from inspector.train.members import SUMMARY_FILE
-    from inspector.train.students import kept_student
+    from inspector.train.students import members_run_refusal
 
-    if p.is_dir() and (p / SUMMARY_FILE).is_file() and not (p / "model.zip").is_file():
-        raise ModelError(
-            f"{p} is a train --members run: give {kept_student(p)} (one agent) or"
-            f" {p / 'ensemble'} (the members' verdict ensemble)"
-        )
+    refusal = members_run_refusal(p, "give")
+    if refusal:
+        raise ModelError(refusal)

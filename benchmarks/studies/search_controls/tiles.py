@@ -64,8 +64,9 @@ def model_dirs(run: Path) -> dict[str, Path]:
     from inspector.train.students import kept_student
 
     out: dict[str, Path] = {}
-    if (kept_student(run) / "model.zip").is_file():
-        out["student"] = kept_student(run)
+    student = kept_student(run)
+    if (student / "model.zip").is_file():
+        out["student"] = student
     for m in sorted((run / "members").glob("m*")) if (run / "members").is_dir() else []:
         if (m / "model.zip").is_file():
             out[m.name] = m
