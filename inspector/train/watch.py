@@ -160,17 +160,25 @@ def members_line(runs: Sequence[Path]) -> str:
 class MembersProgress:
     """The ``train --members`` parent's progress line over its running members.
 
+    A line that says what the last one said (a student's distillation writes its progress
+    once a round) is not logged again until ``REPEAT`` intervals have passed: the log
+    shows a heartbeat, not a page of copies.
+
     :param every: seconds between lines (default :func:`inspector.progress.interval`).
     """
+
+    REPEAT = 5
 
     def __init__(self, every: float | None = None) -> None:
         self.every = interval() if every is None else every
         self.last = time.monotonic()
         self.warned: dict[str, str] = {}
+        self.said: tuple[str, float] = ("", 0.0)
 
     def poll(self, runs: Sequence[Path]) -> str | None:
-        """Log a line on ``runs`` when the interval has passed, and once each member's new
-        speed warning (it is in the member's own train.log); return the line."""
+        """Log a line on ``runs`` when the interval has passed and it says something new
+        (or the last one is ``REPEAT`` intervals old), and once each member's new speed
+        warning (it is in the member's own train.log); return the line logged."""
         now = time.monotonic()
         if not runs or now - self.last < self.every:
             return None
@@ -184,5 +192,8 @@ class MembersProgress:
                 log.warning("member %s: %s", Path(run).name, slow)
             self.warned[str(run)] = slow or ""
         line = "members: " + members_line(runs)
+        if line == self.said[0] and now - self.said[1] < self.REPEAT * self.every:
+            return None
+        self.said = (line, now)
         log.info("%s", line)
         return line
