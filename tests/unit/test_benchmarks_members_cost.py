@@ -156,3 +156,21 @@ def test_a_student_not_kept_is_neither_the_student_nor_a_member(tmp_path, monkey
     members = next(line for line in lines if line.startswith("| one default agent"))
     assert "| 4 |" in members  # m0, m1 of each run: the students are not members
     assert next(line for line in lines if line.startswith("| student |")).endswith("| 2 of 2 |")
+
+
+def test_the_table_over_seeds_says_the_machines_speed_in_each_run():
+    from benchmarks.studies.members_cost.seeds import ppo_rate, seeds_table
+
+    fast, slow = _saved(0, 0.96), _saved(4, 0.96)
+    for data, ppo_s in ((fast, (300.0, 330.0)), (slow, (450.0, 450.0))):
+        data["costs"] = {  # 150,000 steps each; students and the ensemble do not count
+            "m0": {"phases": {"ppo": ppo_s[0], "perception": 99.0}},
+            "m1": {"phases": {"ppo": ppo_s[1]}},
+            "student": {"phases": {"ppo": 1.0}},
+        }
+    assert ppo_rate(fast) == pytest.approx((500 + 150000 / 330) / 2)
+    assert ppo_rate(_saved(8, 0.96)) is None  # recorded without phases
+    text = seeds_table([fast, slow, _saved(8, 0.96)])
+    assert "PPO steps per CPU-second" in text
+    assert text.rstrip().endswith("seed 0 477, seed 4 333.")
+    assert "CPU-second" not in seeds_table([_saved(0, 0.96), _saved(4, 0.96)])

@@ -78,6 +78,35 @@ def _spread(values: list[float], digits: int) -> str:
     return f"{mean:.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
+def ppo_rate(data: dict) -> float | None:
+    """The members' PPO steps per CPU-second (mean over members that recorded their
+    phases): what the machine gave the same work that day. The same code and recipe at
+    another rate was a faster or slower machine, not a cheaper recipe."""
+    steps = data["benchmark"]["config"].get("timesteps")
+    rates = [
+        steps / c["phases"]["ppo"]
+        for name, c in (data.get("costs") or {}).items()
+        if _kind(name) == "member" and (c.get("phases") or {}).get("ppo") and steps
+    ]
+    return statistics.fmean(rates) if rates else None
+
+
+def _rates(runs: list[dict]) -> str:
+    """One sentence on each seed's members' PPO speed ('' when no run recorded it)."""
+    seen = sorted(
+        (d["benchmark"]["config"]["seed"], r) for d in runs if (r := ppo_rate(d)) is not None
+    )
+    if not seen:
+        return ""
+    return (
+        "\n\nThe machine's speed in each run (its members' PPO steps per CPU-second, mean"
+        " over members; the same work took more CPU-minutes where it is lower, so compare"
+        " CPU-minutes of runs at different speeds with that in mind): "
+        + ", ".join(f"seed {s} {r:,.0f}" for s, r in seen)
+        + ".\n"
+    )
+
+
 def seeds_table(results: list[dict]) -> str:
     """Markdown for every recipe with at least two finished seeds ('' when none has)."""
     groups: dict[str, list[dict]] = {}
@@ -128,5 +157,6 @@ def seeds_table(results: list[dict]) -> str:
             )
             + "\n\n"
             + table(heads, rows)
+            + _rates(runs)
         )
     return "\n".join(parts)
