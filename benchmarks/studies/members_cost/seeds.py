@@ -99,7 +99,7 @@ def _rates(runs: list[dict]) -> str:
     if not seen:
         return ""
     return (
-        "\n\nThe machine's speed in each run (its members' PPO steps per CPU-second, mean"
+        "\nThe machine's speed in each run (its members' PPO steps per CPU-second, mean"
         " over members; the same work took more CPU-minutes where it is lower, so compare"
         " CPU-minutes of runs at different speeds with that in mind): "
         + ", ".join(f"seed {s} {r:,.0f}" for s, r in seen)
