@@ -20,7 +20,7 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,13 +165,17 @@ class MembersProgress:
     shows a heartbeat, not a page of copies.
 
     :param every: seconds between lines (default :func:`inspector.progress.interval`).
+    :param clock: time source (tests), as :class:`inspector.progress.ProgressLine`'s.
     """
 
     REPEAT = 5
 
-    def __init__(self, every: float | None = None) -> None:
+    def __init__(
+        self, every: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.every = interval() if every is None else every
-        self.last = time.monotonic()
+        self.clock = clock
+        self.last = clock()
         self.warned: dict[str, str] = {}
         self.said: tuple[str, float] = ("", 0.0)
 
@@ -179,7 +183,7 @@ class MembersProgress:
         """Log a line on ``runs`` when the interval has passed and it says something new
         (or the last one is ``REPEAT`` intervals old), and once each member's new speed
         warning (it is in the member's own train.log); return the line logged."""
-        now = time.monotonic()
+        now = self.clock()
         if not runs or now - self.last < self.every:
             return None
         self.last = now

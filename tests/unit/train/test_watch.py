@@ -6,8 +6,6 @@ import json
 import logging
 import warnings
 
-import pytest
-
 from inspector.train.config import TrainConfig
 from inspector.train.watch import MembersProgress, members_line
 
@@ -42,18 +40,15 @@ def test_an_unchanged_members_line_is_not_repeated_until_a_heartbeat(tmp_path, c
     a.mkdir()
     (a / "progress.json").write_text(json.dumps({"done": 12500, "total": 100000}))
     clock = [1000.0]
-    watch = MembersProgress(every=10)
-    watch.last = clock[0]
+    watch = MembersProgress(every=10, clock=lambda: clock[0])
     with caplog.at_level(logging.INFO, "inspector.progress"):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr("inspector.train.watch.time.monotonic", lambda: clock[0])
-            said = []
-            for _ in range(12):  # a poll every 10 s, the student's progress unchanged
-                clock[0] += 10
-                said.append(watch.poll([a]))
-            (a / "progress.json").write_text(json.dumps({"done": 25000, "total": 100000}))
+        said = []
+        for _ in range(12):  # a poll every 10 s, the student's progress unchanged
             clock[0] += 10
             said.append(watch.poll([a]))
+        (a / "progress.json").write_text(json.dumps({"done": 25000, "total": 100000}))
+        clock[0] += 10
+        said.append(watch.poll([a]))
     # the first, a heartbeat 5 intervals later, another 5 after that; then the change
     assert [i for i, s in enumerate(said) if s] == [0, 5, 10, 12]
     assert said[-1] == "members: student 25,000/100,000"
