@@ -232,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("report", help="rewrite the section from the saved results")
     args = ap.parse_args(argv)
     if args.verb == "train":
+        from inspector.threads import configure
+
+        # as a member process does: INSPECTOR_THREADS, else OMP_NUM_THREADS, else the cores
+        print(f"threads: {configure().describe()}")
         changes = {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in args.set)}
         t0 = time.time()
         out = train(args.run, args.name, args.steps, changes)
