@@ -197,6 +197,18 @@ class TrainConfig:
         whatever its figure (the report still says how far it falls short).
     :param student_shortfall: how far below the ensemble's val figure a student may be
         and still be kept without distilling another (0: any shortfall asks for another).
+    :param student_give_up: with ``train --members K``, a student that is not the last
+        attempt gives up at its first val check at or after this share of its steps when
+        its best val figure so far is more than ``student_give_up_margin`` below the
+        ensemble's, and the next attempt starts (0: every attempt runs its steps). The
+        last attempt never gives up.
+    :param student_give_up_margin: that margin (larger than ``student_shortfall``: a
+        student near the shortfall at half its steps may still reach it).
+    :param give_up_below: a val figure (``select_metric``): the run stops at its first
+        val check at or after ``give_up_after`` steps whose best so far is below it, and
+        ends with its best model as any run does (null: never). ``train --members`` sets
+        it for a student from ``student_give_up``.
+    :param give_up_after: environment steps before which the run does not give up.
     """
 
     n_envs: int = 4
@@ -266,6 +278,10 @@ class TrainConfig:
     distill_mixup: float = 0.0
     student_attempts: int = 2
     student_shortfall: float = 0.03
+    student_give_up: float = 0.5
+    student_give_up_margin: float = 0.06
+    give_up_below: float | None = None
+    give_up_after: int = 0
 
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
@@ -388,6 +404,18 @@ class TrainConfig:
         s = self.student_shortfall
         if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0.0 <= s <= 1.0:
             raise ValueError(f"student_shortfall must be 0..1, got {s!r}")
+        for name in ("student_give_up", "student_give_up_margin"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+                raise ValueError(f"{name} must be 0..1, got {v!r}")
+        b = self.give_up_below
+        if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float))
+                              or not math.isfinite(b)):  # fmt: skip
+            raise ValueError(f"give_up_below must be a number or null (never), got {b!r}")
+        if not _count(self.give_up_after):
+            raise ValueError(
+                f"give_up_after must be a whole number >= 0, got {self.give_up_after!r}"
+            )
 
     def minibatch(self) -> tuple[int, str | None]:
         """The PPO minibatch that fits a rollout of ``n_steps * n_envs`` steps, and a note

@@ -229,7 +229,7 @@ def distil(
     s: DistillSettings,
     *,
     seed: int = 0,
-    after_round: Callable[[Any, int, dict[str, float]], None] | None = None,
+    after_round: Callable[[Any, int, dict[str, float]], bool | None] | None = None,
 ) -> list[dict[str, float]]:
     """Distil ``teacher`` into ``model`` on the states ``model`` visits in ``env``.
 
@@ -237,7 +237,7 @@ def distil(
     earlier rounds' observations are not kept across a restart).
 
     :param after_round: called with (model, round, losses) after each round (the run
-        checkpoints and checks the model there).
+        checkpoints and checks the model there); False stops the distillation there.
     :returns: each round's losses.
     """
     per = s.round_steps(env.num_envs)
@@ -256,6 +256,6 @@ def distil(
         losses["steps"] = int(model.num_timesteps)
         history.append(losses)
         log.info("distillation round at %d steps: %s", model.num_timesteps, losses)
-        if after_round is not None:
-            after_round(model, len(history), losses)
+        if after_round is not None and after_round(model, len(history), losses) is False:
+            break  # the run gives up (its val checks: TrainConfig.give_up_below)
     return history

@@ -206,7 +206,7 @@ def _distil_supervised(
     the run's ``timesteps`` before PPO (:mod:`inspector.train.dagger`): a checkpoint and
     a val check after each round. Nothing to do once the model has those steps."""
     steps = min(cfg.supervised_distill_steps, timesteps)
-    if model.num_timesteps >= steps:
+    if model.num_timesteps >= steps or (sel is not None and sel.gave_up):
         return
     with clock.phase("distillation"):  # the val checks during it count as theirs
         _distil_rounds(model, teacher, env, cfg, steps, out, sel, clock)
@@ -248,7 +248,7 @@ def _distil_rounds(
     # student's steps and ETA as they show a member's (no lines of its own: one a round)
     line = ProgressLine(f"distil {out.name}", steps, start=model.num_timesteps, every=1e9)
 
-    def after_round(m: Any, k: int, losses: dict[str, float]) -> None:
+    def after_round(m: Any, k: int, losses: dict[str, float]) -> bool:
         save_checkpoint(m, out)
         clock.flush()
         history.append(losses)
@@ -259,8 +259,10 @@ def _distil_rounds(
             "distil %s: %s/%s steps, KL verdict %.4f, moves %.4f", out.name,
             f"{m.num_timesteps:,}", f"{steps:,}", losses["kl_verdict"], losses["kl_moves"],
         )  # fmt: skip
-        if sel is not None:
-            sel.check(m, f"after distillation round {k}")
+        if sel is None:
+            return True
+        sel.check(m, f"after distillation round {k}")
+        return not sel.gave_up
 
     distil(model, teacher, env, settings, seed=cfg.seed, after_round=after_round)
 
@@ -290,7 +292,8 @@ def train_run(
     :param recipe: what the report says about the recipe (the preset; see
         :func:`inspector.train.presets.describe`).
     """
-    from inspector.train.select import BestOnVal, end_of_training, val_params
+    from inspector.train.ending import end_of_training
+    from inspector.train.select import BestOnVal, val_params
 
     cfg = cfg or TrainConfig()
     if timesteps < 1:
@@ -319,7 +322,7 @@ def train_run(
             )
         _distil_supervised(model, teacher, env, cfg, timesteps, out, sel, clock)
         remaining = max(0, timesteps - model.num_timesteps)
-        if remaining > 0:
+        if remaining > 0 and not (sel is not None and sel.gave_up):
             with clock.phase("ppo"):  # the val checks during it count as theirs
                 model.learn(
                     remaining,

@@ -32,6 +32,8 @@ BEST = "best.zip"
 SYNTHETIC_VAL_SEED_OFFSET = 1000
 #: Splits never used to choose anything.
 NEVER = ("test", "heldout")
+#: The ``when`` of the check of the last model.
+END = "end of training"
 
 
 def val_params(
@@ -317,10 +319,19 @@ class BestOnVal:
             tmp.replace(self.out / BEST)
             self.state["best"] = entry
         self.state["checks"].append(entry)
+        if when != END and not self.gave_up:
+            self.state["gave_up"] = gives_up(self.cfg, self.state["best"], entry["steps"])
         self._save()
         metric = self.cfg.select_metric
         log.info("val check at %d steps (%s): %s %s", entry["steps"], when, metric, entry[metric])
+        if self.gave_up and self.gave_up["steps"] == entry["steps"]:
+            log.warning("%s: %s", self.out.name, give_up_words(self.gave_up, metric))
         return entry
+
+    @property
+    def gave_up(self) -> dict[str, Any] | None:
+        """Where the run gave up (``give_up_below``), None while it goes on."""
+        return self.state.get("gave_up")
 
     def _save(self) -> None:
         tmp = self.out / ".select.json.tmp"
@@ -348,7 +359,7 @@ class BestOnVal:
                     self.last = self.num_timesteps
 
             def _on_step(self) -> bool:
-                return True
+                return not sel.gave_up  # False stops PPO: the run gave up
 
         return SelectCallback()
 
@@ -359,7 +370,7 @@ class BestOnVal:
 
         :returns: the ``kept`` section of report.json (also in select.json).
         """
-        last = self.check(model, "end of training")
+        last = self.check(model, END)
         best = self.state["best"]
         metric = self.cfg.select_metric
         kept_last = best is last or best == last
@@ -389,6 +400,8 @@ class BestOnVal:
                 f" val {name} of {n_checks} checks ({_f(best.get(metric))}"
                 f"{tie}); the last model had {_f(last.get(metric))}"
             )
+        if self.gave_up:
+            why += f"; {give_up_words(self.gave_up, metric)}"
         kept = {
             "checkpoint": "last" if kept_last else BEST,
             "steps": best["steps"],
@@ -406,9 +419,33 @@ class BestOnVal:
                 for c in self.state["checks"]
             ],
         }
+        if self.gave_up:
+            kept["gave_up"] = self.gave_up
         self.state["kept"] = kept
         self._save()
         return kept
+
+
+def gives_up(cfg: TrainConfig, best: Mapping[str, Any] | None, steps: int) -> dict | None:
+    """Whether a run gives up at a val check after ``steps`` steps (``give_up_below``,
+    ``give_up_after``): where its best val figure so far (``best``) is below the line,
+    what select.json and the report keep of it; else None."""
+    below = cfg.give_up_below
+    if below is None or steps < cfg.give_up_after:
+        return None
+    value = (best or {}).get(cfg.select_metric)
+    if isinstance(value, (int, float)) and value >= below:
+        return None
+    return {"steps": int(steps), "best": value, "below": below, "after": cfg.give_up_after}
+
+
+def give_up_words(gave_up: Mapping[str, Any], metric: str) -> str:
+    """Why the run gave up, in words."""
+    return (
+        f"gave up at {gave_up['steps']:,} steps: its best val {metric.replace('_', ' ')}"
+        f" so far ({_f(gave_up['best'])}) was below {gave_up['below']:.3f} (give_up_below,"
+        f" checked from {gave_up['after']:,} steps)"
+    )
 
 
 def check_depth(cfg: TrainConfig) -> int | None:
@@ -456,44 +493,3 @@ def no_eval_doc(reason: str) -> dict[str, Any]:
 
 def _f(v: Any) -> str:
     return "n/a" if v is None else f"{float(v):.3f}"
-
-
-def end_of_training(
-    out: Path,
-    model: Any,
-    sel: BestOnVal | None,
-    camera: str,
-    val: Mapping[str, Any] | None,
-    val_source: str,
-    cfg: TrainConfig,
-) -> dict[str, Any]:
-    """Keep the best model and choose its operating point on the val frames.
-
-    :returns: report.json's ``kept`` and ``operating_point`` sections.
-    """
-    from inspector.train.calibration import calibrate_run, goal_of
-
-    if sel is not None:
-        kept = sel.finish(model)
-    elif val is None:
-        kept = no_val_doc(val_source)
-    else:
-        kept = {
-            "checkpoint": "last",
-            "why": "select_interval is 0: kept the last model without checking it",
-            "frames": None,
-        }
-    doc: dict[str, Any] = {"kept": kept}
-    if val is None or cfg.operating_point == "none":
-        why = "operating_point: none" if val is not None else f"no val frames ({val_source})"
-        doc["operating_point"] = {"ok_bias": 0.0, "why": f"not chosen: {why}", "frames": None}
-        return doc
-    try:
-        cal = calibrate_run(out, camera, val, cfg.select_episodes, *goal_of(cfg))
-    except InspectorError as exc:  # e.g. val frames of one kind only: train still ends
-        if "has no ok class" not in str(exc):  # classification only: expected, not a warning
-            log.warning("no operating point chosen: %s", exc)
-        doc["operating_point"] = {"ok_bias": 0.0, "why": f"not chosen: {exc}", "frames": None}
-        return doc
-    doc["operating_point"] = cal.section(frames_doc(camera, val, cal.frames, val_source))
-    return doc

@@ -294,3 +294,43 @@ def test_the_student_latency_benchmark_times_member_ensemble_and_student(members
     assert "Student `student_b` per glimpse:" in student.report("tiny", m2)[0]
     with pytest.raises(SystemExit, match="not a finished student"):
         student.measure(out, out.parent / "latency3", 16, 20, 5.0, students=("nothing",))
+
+
+def test_a_student_that_is_not_the_last_gives_up_and_the_last_never_does(members_run, tmp_path):
+    """Student 1 of 2, far below the ensemble's val figure from half its steps on, stops
+    at that check and ends with its best model; student 2, the last, runs every step."""
+    import shutil
+
+    from inspector.train.config import TrainConfig
+    from inspector.train.member_run import run_member
+    from inspector.train.members import student_spec
+    from inspector.train.students import distil_students, give_up
+
+    out, _, _ = members_run
+    run = tmp_path / "run"
+    shutil.copytree(out / "members", run / "members")
+    shutil.copytree(out / "ensemble", run / "ensemble")
+    cfg = TrainConfig.load(ROOT / "tests" / "data" / "members_tiny.yaml").replace(
+        select_interval=32, select_episodes=4, select_metric="operating_point",
+        student_shortfall=0.03, final_eval_episodes=0,
+    )  # fmt: skip
+    target = 1.5  # no student reaches it: the first gives up, the second runs on
+    profile = str(ROOT / "reward_profiles" / "lcd_panel.yaml")
+
+    def make(j: int):
+        spec = student_spec(profile, "synthetic", {}, DISTILL_STEPS, run, cfg, 2, attempt=j)
+        spec.config.update(give_up(target, DISTILL_STEPS, j, cfg))
+        return spec
+
+    got = distil_students(make, run_member, {"figure": target}, cfg)
+    half = DISTILL_STEPS // 2  # a check after every round of 32 steps: one lands on it
+    first, second = got["attempts"]
+    assert first["gave_up"] == half and "gave_up" not in second
+    assert latest_step(run / "student") == half and latest_step(run / "student_2") == DISTILL_STEPS
+    assert len(read_json(run / "student" / "distill.json")) == half // 32  # no round after it
+    sel = read_json(run / "student" / "select.json")
+    assert sel["gave_up"]["below"] == target - 0.06 and sel["gave_up"]["after"] == half
+    assert "gave up at 192 steps" in sel["kept"]["why"]
+    assert (run / "student" / "model.zip").is_file()
+    assert (run / "student" / "cost.json").is_file()  # finished: a resume skips it
+    assert "(gave up at 192 steps)" in got["why"]

@@ -107,13 +107,21 @@ def record(
         # a member spec written before the field: the run's check used the default
         most = spec["config"].get("student_attempts", TrainConfig.student_attempts)
         config["student_check"]["attempts"] = most
+        for key in ("student_give_up", "student_give_up_margin"):  # runs since the field
+            if key in spec["config"]:
+                config["student_check"][key] = spec["config"][key]
     result = {"note": note, "command": command, "status": status, "rows": rows, "costs": costs}
     if chosen:
         result["student"] = chosen
+    # every finished member's and student attempt's val checks (a student's curve shows
+    # where a give-up rule would have stopped it)
+    folders = {m: run / "members" / m for m in members} | {
+        a["name"]: run / a["name"] for a in (chosen or {}).get("attempts", [])
+    }
     result["val_checks"] = {
-        m: _progress(run / "members" / m, m)["val_checks"]
-        for m in members
-        if m in costs and (run / "members" / m / "select.json").is_file()
+        m: _progress(f, m)["val_checks"]
+        for m, f in folders.items()
+        if (f / "cost.json").is_file() and (f / "select.json").is_file()
     }
     if status != "done":
         result["unfinished"] = [
@@ -167,7 +175,7 @@ def _checks_table(checks: list) -> str:
          _fmt(c.get("balanced_accuracy")), _fmt(c.get("defect_auroc"))]
         for c in checks
     ]  # fmt: skip
-    heads = ["PPO steps", "val figure at its operating point", "ok bias",
+    heads = ["steps", "val figure at its operating point", "ok bias",
              "val balanced acc at bias 0", "val AUROC"]  # fmt: skip
     return table(heads, rows)
 

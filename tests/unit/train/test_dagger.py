@@ -84,6 +84,10 @@ def test_the_student_learns_the_teachers_distributions_on_its_own_states(members
     assert gap() < before  # closer to its teacher on the states it visited
     # A run that stopped after its steps has nothing left to do.
     assert distil(student, teacher, env, s) == []
+    # after_round's False stops the distillation after that round (the run gave up).
+    more = DistillSettings(steps=384, rounds=3, passes=1, batch=32)  # rounds of 128
+    history = distil(student, teacher, env, more, after_round=lambda m, k, _: k < 2)
+    assert len(history) == 2 and student.num_timesteps == 96 + 2 * 128  # not 384
     env.close()
 
 

@@ -11,12 +11,12 @@ import pytest
 from inspector.errors import InspectorError
 from inspector.profile import load_profile
 from inspector.train.config import TrainConfig
+from inspector.train.ending import end_of_training
 from inspector.train.select import (
     BEST,
     SYNTHETIC_VAL_SEED_OFFSET,
     BestOnVal,
     better_or_equal,
-    end_of_training,
     metric_words,
     operating_score,
     val_params,
@@ -326,3 +326,37 @@ def test_operating_confidence_defaults_to_0_8_and_holds_only_a_ceiling_or_floor(
         with pytest.raises(ValueError, match="strictly between 0 and 1"):
             TrainConfig(operating_point="min_recall", operating_target=0.9,
                         operating_confidence=bad).validate()  # fmt: skip
+
+
+def test_a_run_gives_up_where_its_best_so_far_stays_below_the_line(tmp_path, model):
+    """give_up_below: from give_up_after steps on, the first check whose best so far is
+    below the line stops the run (PPO's callback says stop); the report says where."""
+    cfg = TrainConfig(select_interval=16, give_up_below=0.8, give_up_after=32)
+    prof = load_profile(str(PROFILE))
+    sel = Scripted(tmp_path, prof, "synthetic", {}, cfg, scores=[0.7, 0.75, 0.6, 0.9])
+    callback = sel.callback()
+    for steps in (0, 16):  # below the line but before give_up_after: goes on
+        model.num_timesteps = steps
+        sel.check(model, "during PPO")
+    assert sel.gave_up is None and callback._on_step() is True
+    model.num_timesteps = 32
+    sel.check(model, "during PPO")
+    assert sel.gave_up == {"steps": 32, "best": 0.75, "below": 0.8, "after": 32}
+    assert callback._on_step() is False
+    model.save(str(tmp_path / "model.zip"))
+    kept = sel.finish(model)  # the last check (0.9) does not undo it: the run stopped
+    assert kept["gave_up"]["steps"] == 32 and "gave up at 32 steps" in kept["why"]
+    assert "0.750" in kept["why"] and "below 0.800" in kept["why"]
+    again = BestOnVal(tmp_path, prof, "synthetic", {}, cfg, fresh=False)
+    assert again.gave_up["steps"] == 32  # a resumed run does not train on
+
+
+def test_a_run_at_or_above_the_line_goes_on():
+    from inspector.train.select import gives_up
+
+    cfg = TrainConfig(select_metric="operating_point", give_up_below=0.9, give_up_after=10)
+    assert gives_up(cfg, {"operating_point": 0.9}, 50) is None
+    assert gives_up(cfg, {"operating_point": 0.89}, 9) is None  # too early
+    assert gives_up(cfg, {"operating_point": None}, 10)["best"] is None  # no figure: short
+    assert gives_up(cfg, None, 10)["steps"] == 10
+    assert gives_up(TrainConfig(), {"balanced_accuracy": 0.0}, 10**9) is None  # never

@@ -15,6 +15,7 @@ from inspector.train.students import (
     attempt_name,
     distil_students,
     falls_short,
+    give_up,
     kept_student,
 )
 
@@ -158,3 +159,31 @@ def test_student_attempts_must_be_a_whole_number_of_at_least_one(bad):
 def test_student_shortfall_must_be_a_fraction(bad):
     with pytest.raises(ValueError, match="student_shortfall"):
         TrainConfig(student_shortfall=bad).validate()
+
+
+def test_every_attempt_but_the_last_gives_up_below_the_ensemble_by_the_margin():
+    cfg = CFG.replace(student_attempts=3)
+    assert give_up(0.963, 150_000, 0, cfg) == {"give_up_below": 0.903, "give_up_after": 75_000}
+    assert give_up(0.963, 150_001, 1, cfg)["give_up_after"] == 75_001  # from half, rounded up
+    never = {"give_up_below": None, "give_up_after": 0}
+    assert give_up(0.963, 150_000, 2, cfg) == never  # the last attempt runs every step
+    assert give_up(None, 150_000, 0, cfg) == never  # no ensemble figure: nothing to compare
+    assert give_up(0.963, 150_000, 0, cfg.replace(student_give_up=0.0)) == never
+    assert give_up(0.9, 100, 0, cfg.replace(student_give_up_margin=0.1))["give_up_below"] == 0.8
+
+
+def test_an_attempt_that_gave_up_says_where_in_the_summary(tmp_path):
+    fake = FakeDistillation(tmp_path, [0.85, 0.95])
+    trained = fake.train
+
+    def gives_up(spec_path: Path) -> None:
+        trained(spec_path)
+        if spec_path.parent.name == "student":
+            doc = json.loads((spec_path.parent / "select.json").read_text())
+            doc["gave_up"] = {"steps": 75_000, "best": 0.85, "below": 0.903, "after": 75_000}
+            (spec_path.parent / "select.json").write_text(json.dumps(doc))
+
+    got = distil_students(fake.make, gives_up, {"figure": 0.963}, CFG)
+    assert got["attempts"][0]["gave_up"] == 75_000 and "gave_up" not in got["attempts"][1]
+    assert "student 0.850 (gave up at 75,000 steps), student_2 0.950" in got["why"]
+    assert got["kept"] == "student_2"
