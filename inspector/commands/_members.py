@@ -21,8 +21,9 @@ def add_members_arguments(p: argparse.ArgumentParser) -> None:
         " supervised, distill_init: best; distill: ppo for the hybrid loss's KL term)."
         " A student more than student_shortfall (0.03) below the ensemble's val figure is"
         " distilled again with the next seed (OUT/student_2, up to student_attempts: 2) and"
-        " the better one on val kept (a student that is not the last gives up at half its"
-        " steps when still more than student_give_up_margin, 0.06, below the ensemble);"
+        " the better one on val kept (a student that is not the last gives up from half its"
+        " steps on when still more than student_give_up_margin, 0.06, below the ensemble"
+        " and no longer rising);"
         " the report and the last lines name it",
     )
     g.add_argument(

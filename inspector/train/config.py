@@ -209,6 +209,11 @@ class TrainConfig:
         ends with its best model as any run does (null: never). ``train --members`` sets
         it for a student from ``student_give_up``.
     :param give_up_after: environment steps before which the run does not give up.
+    :param give_up_patience: the run gives up only when its best val figure also rose
+        less than 0.01 over its last this many checks (0: below the line is enough;
+        :mod:`inspector.train.give_up`).
+    :param student_give_up_patience: ``give_up_patience`` of the students that may
+        give up.
     """
 
     n_envs: int = 4
@@ -282,6 +287,8 @@ class TrainConfig:
     student_give_up_margin: float = 0.06
     give_up_below: float | None = None
     give_up_after: int = 0
+    give_up_patience: int = 0
+    student_give_up_patience: int = 3
 
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
@@ -412,6 +419,9 @@ class TrainConfig:
         if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float))
                               or not math.isfinite(b)):  # fmt: skip
             raise ValueError(f"give_up_below must be a number or null (never), got {b!r}")
+        for name in ("give_up_patience", "student_give_up_patience"):
+            if not _count(getattr(self, name)):
+                raise ValueError(f"{name} must be a whole number >= 0, got {getattr(self, name)!r}")
         if not _count(self.give_up_after):
             raise ValueError(
                 f"give_up_after must be a whole number >= 0, got {self.give_up_after!r}"

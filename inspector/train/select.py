@@ -23,6 +23,7 @@ from typing import Any
 
 from inspector.errors import InspectorError
 from inspector.train.config import TrainConfig
+from inspector.train.give_up import give_up_words, gives_up
 
 log = logging.getLogger(__name__)
 
@@ -320,7 +321,7 @@ class BestOnVal:
             self.state["best"] = entry
         self.state["checks"].append(entry)
         if when != END and not self.gave_up:
-            self.state["gave_up"] = gives_up(self.cfg, self.state["best"], entry["steps"])
+            self.state["gave_up"] = gives_up(self.cfg, self.state["checks"])
         self._save()
         metric = self.cfg.select_metric
         log.info("val check at %d steps (%s): %s %s", entry["steps"], when, metric, entry[metric])
@@ -424,28 +425,6 @@ class BestOnVal:
         self.state["kept"] = kept
         self._save()
         return kept
-
-
-def gives_up(cfg: TrainConfig, best: Mapping[str, Any] | None, steps: int) -> dict | None:
-    """Whether a run gives up at a val check after ``steps`` steps (``give_up_below``,
-    ``give_up_after``): where its best val figure so far (``best``) is below the line,
-    what select.json and the report keep of it; else None."""
-    below = cfg.give_up_below
-    if below is None or steps < cfg.give_up_after:
-        return None
-    value = (best or {}).get(cfg.select_metric)
-    if isinstance(value, (int, float)) and value >= below:
-        return None
-    return {"steps": int(steps), "best": value, "below": below, "after": cfg.give_up_after}
-
-
-def give_up_words(gave_up: Mapping[str, Any], metric: str) -> str:
-    """Why the run gave up, in words."""
-    return (
-        f"gave up at {gave_up['steps']:,} steps: its best val {metric.replace('_', ' ')}"
-        f" so far ({_f(gave_up['best'])}) was below {gave_up['below']:.3f} (give_up_below,"
-        f" checked from {gave_up['after']:,} steps)"
-    )
 
 
 def check_depth(cfg: TrainConfig) -> int | None:

@@ -17,10 +17,12 @@ distilled while every student so far falls short of it by more than
 A student that is plainly not going to make it stops early: every attempt but the last
 gives up at its first val check at or after ``student_give_up`` of its steps (half)
 whose best val figure so far is more than ``student_give_up_margin`` (0.06) below the
-ensemble's, and ends with its best model as any run does (its ``select.json`` says
-where, ``members.json`` too); the next attempt starts. On the magnetic tiles (seed 68)
-a first student sat at 0.843-0.850 on val from 87,500 of its 150,000 steps against its
-ensemble's 0.963 and ran them all; the next one, kept, reached 0.949.
+ensemble's and rose less than 0.01 over its last ``student_give_up_patience`` (3)
+checks (:mod:`inspector.train.give_up`), and ends with its best model as any run does
+(its ``select.json`` says where, ``members.json`` too); the next attempt starts. On the
+magnetic tiles (seed 68) a first student sat at 0.843-0.850 on val from 87,500 of its
+150,000 steps against its ensemble's 0.963 and ran them all; the next one, kept,
+reached 0.949.
 
 The kept student (the best val figure; ties: the earlier) is ``members.json``'s
 ``student.kept``; :func:`kept_student` finds it. Every attempt's CPU counts to the kept
@@ -137,13 +139,15 @@ def give_up(target: float | None, steps: int, attempt: int, cfg: TrainConfig) ->
     """The give-up settings of student ``attempt`` (0-based) of ``steps`` steps: every
     attempt but the last gives up at its first val check at or after ``student_give_up``
     of its steps whose best so far is more than ``student_give_up_margin`` below the
-    ensemble's val figure ``target`` (none without one: nothing to compare with)."""
+    ensemble's val figure ``target`` and no longer rising (``student_give_up_patience``
+    checks); none without a target: nothing to compare with."""
     last = attempt + 1 >= cfg.student_attempts
     if target is None or last or cfg.student_give_up <= 0:
-        return {"give_up_below": None, "give_up_after": 0}
+        return {"give_up_below": None, "give_up_after": 0, "give_up_patience": 0}
     return {
         "give_up_below": round(float(target) - cfg.student_give_up_margin, 6),
         "give_up_after": math.ceil(cfg.student_give_up * steps),
+        "give_up_patience": cfg.student_give_up_patience,
     }
 
 

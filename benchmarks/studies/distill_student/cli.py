@@ -105,14 +105,22 @@ def figures(student: Path) -> dict:
     """The student's figures: biases chosen on val, figures on test at them."""
     from inspector.policy.operating_point import choose_bias, defect_auroc, rates_at
     from inspector.train.evaluate import part_probabilities
+    from inspector.train.member_run import MemberSpec
+    from inspector.train.select import eval_params, val_params
     from inspector.train.torch_policy import load_any_policy
 
     spec = json.loads((student / "member.json").read_text())
-    params = dict(spec["params"])
+    # the frames the product itself would choose on and judge on (a manifest's val and
+    # test splits, a footage store's val and heldout ...), never the training ones
+    run = MemberSpec.read(student / "member.json")
+    val, why_val = val_params(run.camera, run.params, run.train_config())
+    test, why_test = eval_params(run.camera, run.params, run.train_config())
+    if val is None or test is None:
+        raise SystemExit(f"{student}: {why_val if val is None else why_test}")
     pol = load_any_policy(student)
     om = pol.meta.outcome_matrix
-    pv, yv = part_probabilities(pol, spec["camera"], {**params, "split": "val"}, None)
-    pt, yt = part_probabilities(pol, spec["camera"], {**params, "split": "test"}, None)
+    pv, yv = part_probabilities(pol, run.camera, val, None)
+    pt, yt = part_probabilities(pol, run.camera, test, None)
     bal, at_val = choose_bias(pv, yv, om, "balanced")
     fa5, at_val5 = choose_bias(pv, yv, om, "max_false_alarms", 0.05)
     t_bal, t_fa5 = rates_at(pt, yt, om, bal), rates_at(pt, yt, om, fa5)

@@ -163,9 +163,11 @@ def test_student_shortfall_must_be_a_fraction(bad):
 
 def test_every_attempt_but_the_last_gives_up_below_the_ensemble_by_the_margin():
     cfg = CFG.replace(student_attempts=3)
-    assert give_up(0.963, 150_000, 0, cfg) == {"give_up_below": 0.903, "give_up_after": 75_000}
+    assert give_up(0.963, 150_000, 0, cfg) == {
+        "give_up_below": 0.903, "give_up_after": 75_000, "give_up_patience": 3
+    }  # fmt: skip
     assert give_up(0.963, 150_001, 1, cfg)["give_up_after"] == 75_001  # from half, rounded up
-    never = {"give_up_below": None, "give_up_after": 0}
+    never = {"give_up_below": None, "give_up_after": 0, "give_up_patience": 0}
     assert give_up(0.963, 150_000, 2, cfg) == never  # the last attempt runs every step
     assert give_up(None, 150_000, 0, cfg) == never  # no ensemble figure: nothing to compare
     assert give_up(0.963, 150_000, 0, cfg.replace(student_give_up=0.0)) == never
