@@ -38,7 +38,7 @@ def add_members_arguments(p: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         metavar="N",
         help="the student's distillation steps (default: the config's distill_timesteps,"
-        " else the preset's share of --timesteps: a third for footage, half otherwise)",
+        " else the preset's share of --timesteps: half)",
     )
     g.add_argument(
         "--parallel",

@@ -174,3 +174,35 @@ def test_the_table_over_seeds_says_the_machines_speed_in_each_run():
     assert "PPO steps per CPU-second" in text
     assert text.rstrip().endswith("seed 0 477, seed 4 333.")
     assert "CPU-second" not in seeds_table([_saved(0, 0.96), _saved(4, 0.96)])
+
+
+def test_the_students_give_up_rule_and_every_attempts_val_checks_are_recorded(
+    tmp_path, monkeypatch
+):
+    """The give-up settings come from the students' own spec (a resumed run's members may
+    be older than its students); each attempt's val checks are kept, the one that gave up
+    too."""
+    monkeypatch.setattr(mc, "FOLDER", tmp_path / "results")
+    run = _run(tmp_path, "done")
+    summary = json.loads((run / "members.json").read_text())
+    summary["student"] = {
+        "kept": "student_2", "metric": "operating_point", "shortfall": 0.03, "why": "w",
+        "attempts": [{"name": "student", "figure": 0.6, "gave_up": 75},
+                     {"name": "student_2", "figure": 0.95}],
+    }  # fmt: skip
+    (run / "members.json").write_text(json.dumps(summary))
+    (run / "student_2").mkdir()
+    (run / "student_2" / "cost.json").write_text(json.dumps({"cpu_s": 40.0}))
+    rule = {"student_give_up": 0.5, "student_give_up_margin": 0.06, "student_give_up_patience": 3}
+    (run / "student" / "member.json").write_text(json.dumps({"config": {"seed": 2, **rule}}))
+    for name, figures in (("student", [0.2, 0.6]), ("student_2", [0.3, 0.95])):
+        checks = [{"steps": 50 * i, "operating_point": f} for i, f in enumerate(figures)]
+        (run / name / "select.json").write_text(json.dumps({"checks": checks}))
+    data = mc.record(run, "x")
+    assert data["benchmark"]["config"]["student_check"] == {
+        "metric": "operating_point", "shortfall": 0.03, "attempts": 2, **rule
+    }  # fmt: skip
+    got = data["val_checks"]
+    assert [c["operating_point"] for c in got["student"]] == [0.2, 0.6]
+    assert [c["operating_point"] for c in got["student_2"]] == [0.3, 0.95]
+    assert "Val checks of student_2" in mc.report([data])

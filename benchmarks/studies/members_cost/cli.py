@@ -107,9 +107,12 @@ def record(
         # a member spec written before the field: the run's check used the default
         most = spec["config"].get("student_attempts", TrainConfig.student_attempts)
         config["student_check"]["attempts"] = most
-        for key in ("student_give_up", "student_give_up_margin"):  # runs since the field
-            if key in spec["config"]:
-                config["student_check"][key] = spec["config"][key]
+        # the give-up rule the students ran under (their own specs: a resumed run's
+        # members may be older than its students), for runs since the fields
+        student = (_read(run / "student" / "member.json", {}) or {}).get("config") or {}
+        for key in ("student_give_up", "student_give_up_margin", "student_give_up_patience"):
+            if key in student:
+                config["student_check"][key] = student[key]
     result = {"note": note, "command": command, "status": status, "rows": rows, "costs": costs}
     if chosen:
         result["student"] = chosen

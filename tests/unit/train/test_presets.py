@@ -37,8 +37,10 @@ def test_the_footage_preset_is_the_magnetic_tile_benchmarks_best_agent():
     assert len(notes) == 1 and "zoom level 1 of 0..2" in notes[0]
     # Without the rollout depth (train --search-depth full or a level): every level.
     assert resolve(None, "folder", prof, rollout_depth=False)[1].rollout_max_zoom is None
-    # With --members: a student four times the members' width, from scratch.
+    # With --members: a student four times the members' width, from scratch, its glimpse
+    # CNN depthwise-separable (the members' plain), in rounds of 12,500 steps.
     assert (cfg.distill_init, cfg.student_cnn_channels, cfg.cnn_channels) == ("scratch", 32, 8)
+    assert cfg.student_cnn_separable and not cfg.cnn_separable and cfg.distill_rounds == 12
 
 
 def test_every_data_preset_keeps_the_best_model_and_chooses_an_operating_point():
@@ -73,9 +75,9 @@ def test_a_config_file_is_validated_on_top_of_the_preset_not_alone(tmp_path):
     members needs the footage preset's distill_init: scratch) is taken; a combination
     that is invalid on top of the preset is refused with the file's location."""
     f = tmp_path / "c.yaml"
-    f.write_text("student_cnn_separable: true\nstudent_cnn_channels: 16\n")
+    f.write_text("student_cnn_separable: false\nstudent_cnn_channels: 16\n")
     cfg = with_config_file(resolve("footage", "folder")[1], f)
-    assert cfg.student_cnn_separable and cfg.student_cnn_channels == 16
+    assert not cfg.student_cnn_separable and cfg.student_cnn_channels == 16  # the plain one
     assert cfg.distill_init == "scratch" and cfg.perception_samples == 8000  # the preset's
     f.write_text("# a student another width than its members needs fresh weights\n"
                  "distill_init: best\nstudent_cnn_channels: 16\n")  # fmt: skip
@@ -91,8 +93,8 @@ def test_unknown_preset_is_an_inspector_error():
 
 
 def test_members_distil_for_the_presets_share_of_the_members_steps(monkeypatch, tmp_path):
-    """train --members: the footage preset's student distils for a third of a member's
-    PPO steps (100,000 of 300,000, in rounds of 12,500), the synthetic preset's for half;
+    """train --members: the footage preset's student distils for half a member's PPO
+    steps (150,000 of 300,000, in rounds of 12,500), the synthetic preset's for half too;
     --distill-timesteps and a config's distill_timesteps still decide where given."""
     import inspector.commands._members as members_cli
     from inspector.cli import build_parser
@@ -116,14 +118,14 @@ def test_members_distil_for_the_presets_share_of_the_members_steps(monkeypatch, 
         return seen[-1]
 
     assert PRESETS["footage"].timesteps == 300_000
-    assert run(tiles, "folder") == 100_000
-    assert run(tiles, "folder", "--timesteps", "1000") == 333
+    assert run(tiles, "folder") == 150_000
+    assert run(tiles, "folder", "--timesteps", "1000") == 500
     assert run(panels, "synthetic") == PRESETS["synthetic"].timesteps // 2
     assert run(tiles, "folder", "--distill-timesteps", "77") == 77
     # the rounds the share was chosen on: 12,500 steps each (a check after each)
     from inspector.train.dagger import DistillSettings
 
     _, footage, _ = resolve("footage", "folder")
-    rounds = DistillSettings(steps=100_000, rounds=footage.distill_rounds)
+    rounds = DistillSettings(steps=150_000, rounds=footage.distill_rounds)
     assert rounds.round_steps(footage.n_envs) == 12_500
     assert run(tiles, "folder", "--preset", "footage", "--config", str(cfg)) is None  # 123
