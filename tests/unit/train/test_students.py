@@ -189,3 +189,30 @@ def test_an_attempt_that_gave_up_says_where_in_the_summary(tmp_path):
     assert got["attempts"][0]["gave_up"] == 75_000 and "gave_up" not in got["attempts"][1]
     assert "student 0.850 (gave up at 75,000 steps), student_2 0.950" in got["why"]
     assert got["kept"] == "student_2"
+
+
+@pytest.mark.parametrize(
+    "key, bad",
+    [
+        ("student_give_up", -0.1), ("student_give_up", 1.5), ("student_give_up", "half"),
+        ("student_give_up_margin", True), ("student_give_up_margin", 2),
+        ("student_give_up_patience", -1), ("student_give_up_patience", 2.5),
+        ("give_up_patience", True), ("give_up_after", -5), ("give_up_after", 1e3),
+        ("give_up_below", float("nan")), ("give_up_below", "0.9"), ("give_up_below", True),
+    ],
+)  # fmt: skip
+def test_the_give_up_settings_refuse_what_cannot_work(key, bad):
+    with pytest.raises(ValueError, match=key):
+        TrainConfig(**{key: bad}).validate()
+
+
+def test_a_config_file_with_a_bad_give_up_setting_is_refused_where_it_is(tmp_path):
+    from inspector.errors import InspectorError
+
+    f = tmp_path / "c.yaml"
+    f.write_text("seed: 1\ngive_up_below: .nan\n")
+    with pytest.raises(InspectorError, match=r"c\.yaml.*give_up_below"):
+        TrainConfig.load(f)
+    f.write_text("give_up_below: 0.9\ngive_up_after: 1000\ngive_up_patience: 2\n")
+    cfg = TrainConfig.load(f)
+    assert (cfg.give_up_below, cfg.give_up_after, cfg.give_up_patience) == (0.9, 1000, 2)
