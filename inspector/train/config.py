@@ -408,10 +408,7 @@ class TrainConfig:
             raise ValueError(
                 f"student_attempts must be a whole number >= 1, got {self.student_attempts!r}"
             )
-        s = self.student_shortfall
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0.0 <= s <= 1.0:
-            raise ValueError(f"student_shortfall must be 0..1, got {s!r}")
-        for name in ("student_give_up", "student_give_up_margin"):
+        for name in ("student_shortfall", "student_give_up", "student_give_up_margin"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
                 raise ValueError(f"{name} must be 0..1, got {v!r}")
@@ -419,13 +416,9 @@ class TrainConfig:
         if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float))
                               or not math.isfinite(b)):  # fmt: skip
             raise ValueError(f"give_up_below must be a number or null (never), got {b!r}")
-        for name in ("give_up_patience", "student_give_up_patience"):
+        for name in ("give_up_after", "give_up_patience", "student_give_up_patience"):
             if not _count(getattr(self, name)):
                 raise ValueError(f"{name} must be a whole number >= 0, got {getattr(self, name)!r}")
-        if not _count(self.give_up_after):
-            raise ValueError(
-                f"give_up_after must be a whole number >= 0, got {self.give_up_after!r}"
-            )
 
     def minibatch(self) -> tuple[int, str | None]:
         """The PPO minibatch that fits a rollout of ``n_steps * n_envs`` steps, and a note

@@ -320,13 +320,14 @@ class BestOnVal:
             tmp.replace(self.out / BEST)
             self.state["best"] = entry
         self.state["checks"].append(entry)
+        now = None  # the run gives up at this check (said once, not again at the end)
         if when != END and not self.gave_up:
-            self.state["gave_up"] = gives_up(self.cfg, self.state["checks"])
+            now = self.state["gave_up"] = gives_up(self.cfg, self.state["checks"])
         self._save()
         metric = self.cfg.select_metric
         log.info("val check at %d steps (%s): %s %s", entry["steps"], when, metric, entry[metric])
-        if self.gave_up and self.gave_up["steps"] == entry["steps"]:
-            log.warning("%s: %s", self.out.name, give_up_words(self.gave_up, metric))
+        if now:
+            log.warning("%s: %s", self.out.name, give_up_words(now, metric))
         return entry
 
     @property

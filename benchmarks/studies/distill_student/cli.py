@@ -109,12 +109,12 @@ def figures(student: Path) -> dict:
     from inspector.train.select import eval_params, val_params
     from inspector.train.torch_policy import load_any_policy
 
-    spec = json.loads((student / "member.json").read_text())
     # the frames the product itself would choose on and judge on (a manifest's val and
     # test splits, a footage store's val and heldout ...), never the training ones
     run = MemberSpec.read(student / "member.json")
-    val, why_val = val_params(run.camera, run.params, run.train_config())
-    test, why_test = eval_params(run.camera, run.params, run.train_config())
+    cfg = run.train_config()
+    val, why_val = val_params(run.camera, run.params, cfg)
+    test, why_test = eval_params(run.camera, run.params, cfg)
     if val is None or test is None:
         raise SystemExit(f"{student}: {why_val if val is None else why_test}")
     pol = load_any_policy(student)
@@ -147,7 +147,7 @@ def figures(student: Path) -> dict:
         "test_balanced_fa5": t_fa5["balanced_accuracy"],
         "test_auroc": defect_auroc(pt, yt != 0),
         "pixel_fraction": report.get("pixel_fraction"),
-        "kept": (spec.get("extra") or {}).get("prefix") or (report.get("kept") or {}).get("why"),
+        "kept": run.extra.get("prefix") or (report.get("kept") or {}).get("why"),
         "cpu_min": cost["cpu_s"] / 60.0 if cost else None,
         "cpu_min_to_deployable": (members_s + cost["cpu_s"]) / 60.0 if cost else None,
         "phases_cpu_s": cost.get("phases", {}),
