@@ -96,11 +96,13 @@ def coerce(value: Any, hint: Any, *, name: str = "value") -> Any:
     """Convert a ``--param`` string to the parameter's annotated type.
 
     Supports int, float, bool, str, Path, ``X | None``, tuples/lists of those
-    (comma-separated) and ``dict[str, float]`` (``a:0.5,b:0.5``). Non-string
-    values are returned unchanged when they already fit.
+    (comma-separated) and ``dict[str, float]`` (``a:0.5,b:0.5``). Non-string values
+    are returned unchanged when they already fit. Messages start with ``name: ``
+    unless ``name`` is empty (a located error that already names the key).
 
     :raises ValueError: the value does not convert; the message says what was expected.
     """
+    pre = f"{name}: " if name else ""  # name="": the caller's location names the key
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
@@ -114,7 +116,7 @@ def coerce(value: Any, hint: Any, *, name: str = "value") -> Any:
                 return coerce(value, a, name=name)
             except ValueError as exc:
                 errors.append(str(exc))
-        raise ValueError("; ".join(errors) or f"{name}: cannot convert {value!r}")
+        raise ValueError("; ".join(errors) or f"{pre}cannot convert {value!r}")
     if hint is Any or hint is inspect.Parameter.empty:
         return value
     if hint is bool:
@@ -125,22 +127,22 @@ def coerce(value: Any, hint: Any, *, name: str = "value") -> Any:
             return True
         if s in _FALSE:
             return False
-        raise ValueError(f"{name}: expected true/false, got {value!r}")
+        raise ValueError(f"{pre}expected true/false, got {value!r}")
     if hint in (int, float):
         if isinstance(value, bool):
-            raise ValueError(f"{name}: expected {hint.__name__}, got {value!r}")
+            raise ValueError(f"{pre}expected {hint.__name__}, got {value!r}")
         try:
             v = hint(value) if not isinstance(value, str) else hint(value.strip())
         except (TypeError, ValueError):
-            raise ValueError(f"{name}: expected {hint.__name__}, got {value!r}") from None
+            raise ValueError(f"{pre}expected {hint.__name__}, got {value!r}") from None
         if hint is int and isinstance(value, float) and value != int(value):
-            raise ValueError(f"{name}: expected an integer, got {value!r}")
+            raise ValueError(f"{pre}expected an integer, got {value!r}")
         return v
     if hint in (str, Path):
         # A list or mapping where one value is expected is a mistake, never its repr.
         if isinstance(value, (list, tuple, dict, set)):
             kind = "a mapping" if isinstance(value, dict) else "a list"
-            raise ValueError(f"{name}: expected one value, got {kind}: {str(value)[:60]}")
+            raise ValueError(f"{pre}expected one value, got {kind}: {str(value)[:60]}")
         return str(value) if hint is str else Path(str(value))
     if origin in (tuple, list):
         items = value.split(",") if isinstance(value, str) else list(value)
@@ -155,7 +157,7 @@ def coerce(value: Any, hint: Any, *, name: str = "value") -> Any:
         for part in str(value).split(","):
             k, sep, v = part.partition(":")
             if not sep:
-                raise ValueError(f"{name}: expected key:value[,key:value...], got {value!r}")
+                raise ValueError(f"{pre}expected key:value[,key:value...], got {value!r}")
             out[coerce(k.strip(), kt, name=name)] = coerce(v.strip(), vt, name=name)
         return out
     return value

@@ -68,7 +68,7 @@ def _from_node(
         if sub is not None and not (value is None and type(None) in typing.get_args(hint_t)):
             # A section must be a mapping (null only where the section is optional).
             raise error(
-                f"{key}: expected a mapping of settings, got {_kind(value)}",
+                f"expected a mapping of settings, got {_kind(value)}",
                 file=file,
                 line=vnode.line,
                 column=vnode.column,
@@ -76,8 +76,8 @@ def _from_node(
             )
         try:
             if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"{key}: expected a finite number, got {value!r}")
-            kwargs[key] = coerce(value, hint_t, name=key)
+                raise ValueError(f"expected a finite number, got {value!r}")
+            kwargs[key] = coerce(value, hint_t, name="")  # the path names the key
         except ValueError as exc:
             raise error(
                 str(exc), file=file, line=vnode.line, column=vnode.column, path=kpath

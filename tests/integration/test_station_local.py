@@ -144,7 +144,7 @@ def test_bad_station_yaml_gives_file_line_col(tmp_path, capsys):
     assert main(["run", "--config", str(cfg)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert f"{cfg}:4:9: mqtt.port: port: expected int, got 'high'" in err
+    assert f"{cfg}:4:9: mqtt.port: expected int, got 'high'" in err
     cfg.write_text("station_id: a\ncamera:\n  drivr: synthetic\n")
     with pytest.raises(
         ConfigError, match=r":3:3: camera.drivr: unknown key 'drivr' \(did you mean 'driver'"

@@ -44,6 +44,28 @@ def test_unsafe_tags_and_wrong_types_are_located(tmp_path):
         load_dataclass_text(TrainConfig, "- 1\n", "x.yaml")
 
 
+@pytest.mark.parametrize(
+    "cls,text,message",
+    [
+        (TrainConfig, "seed: lots\n", "x.yaml:1:7: seed: expected int, got 'lots'"),
+        (TrainConfig, "seed: 1.5\n", "x.yaml:1:7: seed: expected an integer, got 1.5"),
+        (TrainConfig, "give_up_below: .nan\n", "x.yaml:1:16: give_up_below: expected a finite"),
+        (TrainConfig, "give_up_below: high\n", "x.yaml:1:16: give_up_below: expected float"),
+        (StationConfig, "station_id: [a]\n", "x.yaml:1:13: station_id: expected one value"),
+        (StationConfig, "mqtt: 3\n", "x.yaml:1:7: mqtt: expected a mapping of settings"),
+        (StationConfig, "mqtt:\n  port: high\n", "x.yaml:2:9: mqtt.port: expected int"),
+    ],
+)
+def test_a_bad_value_names_its_key_once(cls, text, message):
+    """The located path names the key; the message must not name it again
+    ("seed: seed: expected int" was the bug)."""
+    with pytest.raises(ConfigError) as info:
+        load_dataclass_text(cls, text, "x.yaml")
+    assert str(info.value).startswith(message), str(info.value)
+    key = message.split(": ")[1].rsplit(".", 1)[-1]
+    assert str(info.value).count(f"{key}:") == 1, str(info.value)
+
+
 def test_station_config_file_errors_name_the_file(tmp_path):
     with pytest.raises(ConfigError, match="config file not found"):
         load_station_config(tmp_path / "missing.yaml")
