@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -238,7 +239,9 @@ def distil(
 
     :param after_round: called with (model, round, losses) after each round (the run
         checkpoints and checks the model there); False stops the distillation there.
-    :returns: each round's losses.
+    :returns: each round's losses, its steps so far and the CPU seconds of its parts
+        (``cpu_s_rollout``, ``cpu_s_teacher``, ``cpu_s_update``; with ``mixup`` the
+        teacher's judgement of each minibatch counts to the update).
     """
     per = s.round_steps(env.num_envs)
     rng = np.random.default_rng(seed + model.num_timesteps)
@@ -248,12 +251,19 @@ def distil(
     while model.num_timesteps < s.steps:
         n = min(per, s.steps - model.num_timesteps)
         n = max(env.num_envs, n - n % env.num_envs)
+        t0 = time.process_time()
         seen, obs = collect(model, env, n, obs)
         seen = flipped(seen) if s.flips else seen
+        t1 = time.process_time()
         data.add({**seen, **teacher_targets(teacher, seen)})
+        t2 = time.process_time()
         model.num_timesteps += n
         losses = train_round(model, data, max(s.batch, int(s.passes * n)), s, rng, teacher)
         losses["steps"] = int(model.num_timesteps)
+        # where the round's CPU went (this process, all its threads): distill.json keeps it
+        losses["cpu_s_rollout"] = round(t1 - t0, 2)
+        losses["cpu_s_teacher"] = round(t2 - t1, 2)
+        losses["cpu_s_update"] = round(time.process_time() - t2, 2)
         history.append(losses)
         log.info("distillation round at %d steps: %s", model.num_timesteps, losses)
         if after_round is not None and after_round(model, len(history), losses) is False:

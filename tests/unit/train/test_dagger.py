@@ -81,6 +81,9 @@ def test_the_student_learns_the_teachers_distributions_on_its_own_states(members
     history = distil(student, teacher, env, s, after_round=lambda m, k, _: rounds.append(k))
     assert rounds == [1, 2, 3] and student.num_timesteps == 96
     assert [h["steps"] for h in history] == [32, 64, 96]
+    parts = ("cpu_s_rollout", "cpu_s_teacher", "cpu_s_update")
+    assert all(h[p] >= 0 for h in history for p in parts)  # where each round's CPU went
+    assert sum(h["cpu_s_update"] for h in history) > 0  # 8 passes of minibatch updates
     assert gap() < before  # closer to its teacher on the states it visited
     # A run that stopped after its steps has nothing left to do.
     assert distil(student, teacher, env, s) == []
