@@ -121,9 +121,9 @@ def _check_settings(cfg: TrainConfig) -> dict[str, Any]:
     }
 
 
-def val_figure(folder: Path, cfg: TrainConfig) -> float | None:
-    """A student's kept val figure (its ``select.json``), None where it has none."""
-    value = (read_json(folder / "select.json", {}).get("best") or {}).get(cfg.select_metric)
+def val_figure(select: dict, cfg: TrainConfig) -> float | None:
+    """A student's kept val figure (from its ``select.json``), None where it has none."""
+    value = (select.get("best") or {}).get(cfg.select_metric)
     return float(value) if isinstance(value, (int, float)) else None
 
 
@@ -172,10 +172,12 @@ def distil_students(
         spec = make_spec(j)
         path = Path(spec.out) / SPEC_FILE
         train(path if path.is_file() else spec.write())
-        figure = val_figure(Path(spec.out), cfg)
+        select = read_json(Path(spec.out) / "select.json", {})
+        select = select if isinstance(select, dict) else {}
+        figure = val_figure(select, cfg)
         attempts.append({"name": Path(spec.out).name, "seed": spec.config.get("seed"),
                          "figure": figure})  # fmt: skip
-        gave_up = read_json(Path(spec.out) / "select.json", {}).get("gave_up")
+        gave_up = select.get("gave_up")
         if gave_up:
             attempts[-1]["gave_up"] = gave_up["steps"]
         if not (Path(spec.out) / "select.json").is_file():
