@@ -87,11 +87,11 @@ def _steps_per_part(run: Path, name: str, rows: dict[str, dict]) -> float | None
 def _frames(student: Path) -> tuple[str, dict, str]:
     """(camera, params, what they are) to record observations on: the frames the
     student's checkpoints were judged on (val), else its training frames."""
-    from inspector.train.member_run import MemberSpec
+    from inspector.train.member_run import MemberSpec, read_json
 
-    select = student / "select.json"
-    kept = (json.loads(select.read_text()).get("kept") or {}) if select.is_file() else {}
-    frames = kept.get("frames")
+    select = read_json(student / "select.json", {})  # none or unreadable: no val frames
+    kept = (select.get("kept") or {}) if isinstance(select, dict) else {}
+    frames = kept.get("frames") if isinstance(kept, dict) else None
     if frames and frames.get("camera"):
         return frames["camera"], dict(frames.get("params") or {}), "the run's val frames"
     spec = MemberSpec.read(student / "member.json")
